@@ -1,0 +1,17 @@
+// Command airlock runs code an AI agent wrote in a sandbox it cannot escape. See README.md.
+package main
+
+import (
+	"os"
+
+	"github.com/airlockrun/airlock/internal/cli"
+	"github.com/airlockrun/airlock/internal/driver/process"
+)
+
+func main() {
+	// The same binary is every sandbox's init; that path must stay first and cheap.
+	if process.IsInit() {
+		process.Init()
+	}
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,74 @@
+// Package cli implements airlock's command line, one file per verb. Each verb parses its flags,
+// calls into the packages that do the work and maps errors to an exit status once.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// env is what every verb gets: its streams and a logger.
+type env struct {
+	stdin          *os.File
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+type verb struct {
+	name, usage string
+	run         func(e *env, args []string) int
+}
+
+func verbs() []verb {
+	return []verb{
+		{"run", "run [flags] -- CMD [ARG...]   one-shot sandbox, no daemon; exits with CMD's status", runCmd},
+		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
+		{"version", "version                        print the version", versionCmd},
+	}
+}
+
+// Main runs the command line and returns the exit status.
+func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, log: newLogger(stderr)}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, v := range verbs() {
+		if v.name == args[0] {
+			return v.run(e, args[1:])
+		}
+	}
+	fmt.Fprintf(stderr, "airlock: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: airlock COMMAND [ARGS]")
+	fmt.Fprintln(w)
+	for _, v := range verbs() {
+		fmt.Fprintln(w, "  airlock "+v.usage)
+	}
+}
+
+// newLogger logs to stderr at the level in AIRLOCK_LOG (debug, info, warn, error; default warn),
+// so that a one-shot run prints nothing of its own unless something is wrong.
+func newLogger(w io.Writer) *slog.Logger {
+	lvl := slog.LevelWarn
+	switch strings.ToLower(os.Getenv("AIRLOCK_LOG")) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "error":
+		lvl = slog.LevelError
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
+}

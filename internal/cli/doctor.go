@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+
+	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/levels"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// allLevels is every level of SPEC §1, built in or not, so doctor can say what is missing.
+var allLevels = []string{sandbox.LevelProcess, sandbox.LevelContainer, sandbox.LevelWasm, sandbox.LevelMicroVM, sandbox.LevelEnclave}
+
+func doctorCmd(e *env, args []string) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	asJSON := fs.Bool("json", false, "print the capabilities as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	reg := levels.Registry(config.Default(), e.log)
+	caps := make([]driver.Capabilities, 0, len(allLevels))
+	for _, l := range allLevels {
+		c := driver.Capabilities{Level: l, Reason: "not built into this version of airlock yet"}
+		for _, d := range reg.All() {
+			if d.Name() == l {
+				c = d.Capabilities()
+			}
+		}
+		caps = append(caps, c)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(caps)
+		return 0
+	}
+	for _, c := range caps {
+		state := "available"
+		if !c.Available {
+			state = "unavailable: " + c.Reason
+		}
+		fmt.Fprintf(e.stdout, "%-10s %s\n", c.Level, state)
+		for _, ch := range c.Checks {
+			mark := "ok  "
+			switch {
+			case !ch.OK && ch.Required:
+				mark = "FAIL"
+			case !ch.OK:
+				mark = "warn"
+			}
+			fmt.Fprintf(e.stdout, "  [%s] %-16s %s\n", mark, ch.Name, ch.Detail)
+		}
+		if c.Fix != "" && !c.Available {
+			fmt.Fprintf(e.stdout, "  fix: %s\n", c.Fix)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// mibFlag parses a size like 512M, 1G, 1.5g, 256MiB or a bare number of MiB into MiB.
+type mibFlag struct{ mib *int64 }
+
+func (f mibFlag) String() string {
+	if f.mib == nil || *f.mib == 0 {
+		return ""
+	}
+	return strconv.FormatInt(*f.mib, 10) + "M"
+}
+
+func (f mibFlag) Set(v string) error {
+	n, err := parseMiB(v)
+	if err != nil {
+		return err
+	}
+	*f.mib = n
+	return nil
+}
+
+func parseMiB(v string) (int64, error) {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	mult := 1.0 / 1024 // K
+	switch {
+	case strings.HasSuffix(s, "K"):
+	case strings.HasSuffix(s, "M"):
+		mult = 1
+	case strings.HasSuffix(s, "G"):
+		mult = 1024
+	case strings.HasSuffix(s, "T"):
+		mult = 1024 * 1024
+	default:
+		s += "M"
+		mult = 1
+	}
+	x, err := strconv.ParseFloat(s[:len(s)-1], 64)
+	if err != nil || x <= 0 {
+		return 0, fmt.Errorf("%q is not a size (examples: 512M, 2G)", v)
+	}
+	mib := x * mult
+	if mib != float64(int64(mib)) {
+		return 0, fmt.Errorf("%q is not a whole number of MiB", v)
+	}
+	return int64(mib), nil
+}
+
+// durationFlag takes a Go duration (30s, 2m) or a number of seconds.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(v string) error {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		*f.d = time.Duration(n * float64(time.Second))
+	} else if d, err := time.ParseDuration(v); err == nil {
+		*f.d = d
+	} else {
+		return fmt.Errorf("%q is not a duration (examples: 30s, 5m, 90)", v)
+	}
+	if *f.d <= 0 {
+		return errors.New("must be positive")
+	}
+	return nil
+}
+
+// flagForField names the CLI flag behind a spec field, so validation errors speak the user's
+// language.
+var flagForField = map[string]string{
+	"resources.cpu": "--cpu", "resources.memoryMb": "--memory", "resources.diskMb": "--disk",
+	"resources.maxProcesses": "--pids", "resources.maxOpenFiles": "--nofile",
+	"timeout.maxDurationSeconds": "--timeout", "network.egressPolicy": "--network",
+	"isolation": "--isolation", "user": "--user", "workdir": "--workdir", "environment": "--env",
+	"rootfs": "--rootfs", "image": "--image",
+}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/levels"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// runCmd is `airlock run`: create a sandbox, run one command in it, tear it down, exit with the
+// command's status (124 timeout, 125 setup failure, 137 memory limit).
+func runCmd(e *env, args []string) int {
+	spec, timeout, asJSON, cmd, code := parseRun(e, args)
+	if code >= 0 {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
+		return sandbox.ExitSetupError
+	}
+	reg := levels.Registry(config.Default(), e.log)
+	d, err := reg.Lookup(spec.Isolation)
+	if err != nil {
+		return fail(err)
+	}
+	// Ctrl-C or SIGTERM ends the sandbox like a timeout does, and exits 130/143.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	id := sandbox.NewID("sbx_")
+	sb, err := d.Create(ctx, id, spec)
+	if err != nil {
+		return fail(err)
+	}
+	defer sb.Destroy(context.Background())
+
+	req := sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: cmd}
+	if asJSON {
+		req.Capture = true
+		req.Stdin = e.stdin
+	} else {
+		req.Stdin, req.Stdout, req.Stderr = e.stdin, e.stdout, e.stderr
+	}
+	execCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := sb.Exec(execCtx, req)
+	if err != nil {
+		return fail(err)
+	}
+	interrupted := ctx.Err() != nil
+	if derr := sb.Destroy(context.Background()); derr != nil {
+		e.log.Warn("teardown", "sandbox", id, "err", derr)
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(res)
+	}
+	switch {
+	case interrupted:
+		return 130
+	case res.TimedOut:
+		return sandbox.ExitTimeout
+	case res.OOMKilled && res.ExitCode == 128+int(syscall.SIGKILL):
+		return sandbox.ExitOOM
+	}
+	return res.ExitCode
+}
+
+// parseRun parses run's flags into a defaulted, validated spec. code >= 0 means: exit with it.
+func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, asJSON bool, cmd []string, code int) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var envs, ro, rw, allow, block listFlag
+	r := &spec.Resources
+	fs.StringVar(&spec.Isolation, "isolation", sandbox.LevelProcess, "isolation level: process, container, wasm, microvm, enclave")
+	fs.StringVar(&spec.Runtime, "runtime", "", "container runtime: runsc or runc")
+	fs.Float64Var(&r.CPU, "cpu", sandbox.Limits.CPU.Default, "vCPUs (cgroup CPU quota)")
+	fs.Var(mibFlag{&r.MemoryMB}, "memory", "memory limit, e.g. 512M (default 2048M)")
+	fs.Var(mibFlag{&r.DiskMB}, "disk", "size of the writable layer, e.g. 1G (default 5120M)")
+	fs.Int64Var(&r.MaxProcesses, "pids", int64(sandbox.Limits.MaxProcesses.Default), "maximum processes and threads")
+	fs.Int64Var(&r.MaxOpenFiles, "nofile", int64(sandbox.Limits.MaxOpenFiles.Default), "maximum open files per process")
+	timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
+	fs.Var(durationFlag{&timeout}, "timeout", "kill the command after this long, e.g. 30s (default 1h)")
+	fs.StringVar(&spec.Network.EgressPolicy, "network", sandbox.EgressNone, "egress policy: none, restricted, open")
+	fs.Var(&allow, "allow-domain", "a domain the sandbox may reach (repeatable; implies --network restricted)")
+	fs.Var(&envs, "env", "K=V environment variable (repeatable)")
+	fs.Var(&ro, "ro", "HOST[:DEST] mounted read-only (repeatable)")
+	fs.Var(&rw, "rw", "HOST[:DEST] mounted read-write (repeatable)")
+	fs.Var(&block, "block", "path inside the sandbox made inaccessible (repeatable)")
+	fs.StringVar(&spec.Image, "image", "", "OCI image reference for the root filesystem")
+	fs.StringVar(&spec.Rootfs, "rootfs", "", "host directory used as the root filesystem (copy-on-write)")
+	fs.StringVar(&spec.User, "user", sandbox.UserAgent, "agent (uid 1000) or root (uid 0 in the sandbox only)")
+	fs.StringVar(&spec.Workdir, "workdir", "/workspace", "working directory inside the sandbox")
+	fs.BoolVar(&asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: airlock run [flags] -- CMD [ARG...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return spec, 0, false, nil, 0
+		}
+		return spec, 0, false, nil, sandbox.ExitSetupError
+	}
+	cmd = fs.Args()
+	if len(cmd) == 0 {
+		fmt.Fprintln(e.stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARG...])")
+		return spec, 0, false, nil, sandbox.ExitSetupError
+	}
+	for _, kv := range envs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(e.stderr, "airlock run: --env %q: want K=V\n", kv)
+			return spec, 0, false, nil, sandbox.ExitSetupError
+		}
+		if spec.Environment == nil {
+			spec.Environment = map[string]string{}
+		}
+		spec.Environment[k] = v
+	}
+	spec.Network.AllowedDomains = allow
+	if len(allow) > 0 && spec.Network.EgressPolicy == sandbox.EgressNone {
+		spec.Network.EgressPolicy = sandbox.EgressRestricted
+	}
+	spec.Filesystem = sandbox.Filesystem{ReadOnly: ro, ReadWrite: rw, Blocked: block}
+	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(timeout.Seconds()))
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
+		return spec, 0, false, nil, sandbox.ExitSetupError
+	}
+	return spec, timeout, asJSON, cmd, -1
+}
+
+// describe renders an error for a person: field errors name the flag.
+func describe(err error) string {
+	var fe *errdefs.FieldError
+	if errors.As(err, &fe) {
+		name := fe.Field
+		if f, ok := flagForField[fe.Field]; ok {
+			name = f
+		} else if strings.HasPrefix(fe.Field, "filesystem.readOnly") {
+			name = "--ro"
+		} else if strings.HasPrefix(fe.Field, "filesystem.readWrite") {
+			name = "--rw"
+		} else if strings.HasPrefix(fe.Field, "filesystem.blocked") {
+			name = "--block"
+		}
+		return name + ": " + fe.Message
+	}
+	return err.Error()
+}

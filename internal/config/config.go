@@ -1,0 +1,101 @@
+// Package config is airlock's one configuration: a documented struct with usable defaults, loaded
+// from a versioned JSON file, validated once at start. Flags override the file.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/airlockrun/airlock/internal/driver/process"
+)
+
+// Version is the configuration file format this airlock reads.
+const Version = 1
+
+// Config is everything an operator can set.
+type Config struct {
+	// Version of the file format; 0 is taken as the current one.
+	Version int `json:"version"`
+	// DataDir holds airlock's state: the database, keys, logs. Default /var/lib/airlock as root,
+	// ~/.local/share/airlock otherwise.
+	DataDir string `json:"dataDir"`
+	// Listen is the daemon's address. Default 127.0.0.1:7070.
+	Listen string `json:"listen"`
+	// Process configures the process isolation level.
+	Process ProcessConfig `json:"process"`
+}
+
+// ProcessConfig is the file form of process.Config.
+type ProcessConfig struct {
+	// CgroupParent is the cgroup under which every sandbox's cgroup is made. Default "airlock".
+	CgroupParent string `json:"cgroupParent"`
+	// UIDBase is the first of the 65536 host uids/gids a sandbox's ids are mapped to. Default
+	// 2000000000; the range must not hold real host users.
+	UIDBase uint32 `json:"uidBase"`
+}
+
+// Default returns the configuration airlock runs with when nothing is set.
+func Default() Config {
+	p := process.DefaultConfig()
+	return Config{
+		Version: Version,
+		DataDir: defaultDataDir(),
+		Listen:  "127.0.0.1:7070",
+		Process: ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase},
+	}
+}
+
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/airlock"
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "airlock")
+	}
+	return filepath.Join(os.TempDir(), "airlock")
+}
+
+// Load reads a configuration file over the defaults. Unknown fields are an error, so a typo is
+// not silently ignored.
+func Load(path string) (Config, error) {
+	c := Default()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the configuration once, at start.
+func (c Config) Validate() error {
+	if c.Version != 0 && c.Version != Version {
+		return fmt.Errorf("config: version %d is not supported (this airlock reads version %d)", c.Version, Version)
+	}
+	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("config: dataDir %q must be an absolute path", c.DataDir)
+	}
+	if c.Process.CgroupParent == "" || filepath.IsAbs(c.Process.CgroupParent) || filepath.Clean(c.Process.CgroupParent) != c.Process.CgroupParent {
+		return fmt.Errorf("config: process.cgroupParent %q must be a clean relative cgroup path", c.Process.CgroupParent)
+	}
+	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+65536 > 1<<32-1 {
+		return errors.New("config: process.uidBase must leave room for 65536 ids above 65535")
+	}
+	return nil
+}
+
+// ProcessDriver returns the process level's configuration.
+func (c Config) ProcessDriver() process.Config {
+	p := process.DefaultConfig()
+	p.CgroupParent, p.UIDBase = c.Process.CgroupParent, c.Process.UIDBase
+	p.StateDir = filepath.Join(c.DataDir, "process")
+	return p
+}

@@ -1,0 +1,54 @@
+// Package driver defines the small interface every isolation level implements, the static facts a
+// level reports about itself, and the registry the daemon and CLI look levels up in.
+package driver
+
+import (
+	"context"
+
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Driver is an isolation level. Implementations register themselves by name (see Register).
+type Driver interface {
+	// Name is the level's name: "process", "container", ...
+	Name() string
+	// Capabilities says whether the level works on this host and, if not, why and how to fix it.
+	// It is cheap: drivers probe once, at construction.
+	Capabilities() Capabilities
+	// Create builds a sandbox from a defaulted, validated spec and returns it ready for Exec. The
+	// network policy and every limit are in force before Create returns. ctx bounds the setup only.
+	Create(ctx context.Context, id string, spec sandbox.Spec) (Sandbox, error)
+}
+
+// Sandbox is one live sandbox of some level.
+type Sandbox interface {
+	ID() string
+	// Exec runs one command and waits for it. ctx's deadline is the command's timeout: when it
+	// passes, the command's whole process tree is killed and the result says TimedOut. An error is
+	// returned only when the command could not be run at all; a command that fails is a result.
+	Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error)
+	// Destroy kills everything in the sandbox and releases every host resource it held: processes,
+	// mounts, cgroups, namespaces. It is safe to call more than once.
+	Destroy(ctx context.Context) error
+}
+
+// Capabilities are static facts about a level on this host.
+type Capabilities struct {
+	Level     string   `json:"level"`
+	Available bool     `json:"available"`
+	Reason    string   `json:"reason,omitempty"` // why not, when !Available
+	Fix       string   `json:"fix,omitempty"`    // how to make it available
+	Features  []string `json:"features,omitempty"`
+	// Checks are the individual host facts behind Available, for `airlock doctor`.
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is one probed host fact.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+	// Required checks make the level unavailable when they fail; others only weaken it (and
+	// doctor says so).
+	Required bool `json:"required"`
+}

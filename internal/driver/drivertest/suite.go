@@ -1,0 +1,169 @@
+// Package drivertest is the conformance suite every isolation level passes: each test does the
+// bad thing inside a sandbox (memory bomb, fork bomb, disk fill, reading host files, blocked
+// syscalls, escaping the timeout) and checks that it fails and the host is fine. A level runs it
+// from its own test with Run; a level that cannot express a test skips it by name, with a reason.
+package drivertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Options adapts the suite to a level.
+type Options struct {
+	// Skip names tests the level cannot run, each with the reason printed in the test log.
+	Skip map[string]string
+	// Leaks returns the host resources the level's sandboxes still hold (processes, mounts,
+	// cgroups, ...). The suite calls it after tearing sandboxes down and expects nothing.
+	Leaks func() []string
+}
+
+// Case is one conformance test.
+type Case struct {
+	Name string
+	Run  func(t *testing.T, h *Harness)
+}
+
+// Harness gives a test sandboxes from the driver under test and cleans them up.
+type Harness struct {
+	D    driver.Driver
+	opts Options
+}
+
+// Run runs every case against d.
+func Run(t *testing.T, d driver.Driver, opts Options) {
+	if c := d.Capabilities(); !c.Available {
+		t.Skipf("level %s unavailable on this host: %s", c.Level, c.Reason)
+	}
+	h := &Harness{D: d, opts: opts}
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if why, ok := opts.Skip[c.Name]; ok {
+				t.Skipf("level %s cannot run this: %s", d.Name(), why)
+			}
+			// Registered first, so it runs last: after every sandbox of the case is destroyed.
+			t.Cleanup(func() { h.CheckLeaks(t) })
+			c.Run(t, h)
+		})
+	}
+}
+
+// New creates a sandbox with spec (defaulted and validated) and destroys it when t ends.
+func (h *Harness) New(t *testing.T, spec sandbox.Spec) driver.Sandbox {
+	t.Helper()
+	spec.Isolation = h.D.Name()
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := h.D.Create(ctx, sandbox.NewID("sbx_"), spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	return sb
+}
+
+// Exec runs a shell command with a timeout and captured output.
+func Exec(t *testing.T, sb driver.Sandbox, timeout time.Duration, script string) sandbox.ExecResult {
+	t.Helper()
+	return ExecReq(t, sb, timeout, sandbox.ExecRequest{Command: []string{"/bin/sh", "-c", script}})
+}
+
+// ExecReq runs req (ID and capture filled in) with a timeout.
+func ExecReq(t *testing.T, sb driver.Sandbox, timeout time.Duration, req sandbox.ExecRequest) sandbox.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req.ID = sandbox.NewID("exec_")
+	req.Capture = true
+	res, err := sb.Exec(ctx, req)
+	if err != nil {
+		t.Fatalf("exec %q: %v", req.Command, err)
+	}
+	return res
+}
+
+// CheckLeaks fails t if the level reports leftover host resources. Teardown can lag a moment
+// behind Destroy (the kernel frees namespaces asynchronously), so it retries briefly.
+func (h *Harness) CheckLeaks(t *testing.T) {
+	t.Helper()
+	if h.opts.Leaks == nil {
+		return
+	}
+	var leaks []string
+	for i := 0; i < 50; i++ {
+		if leaks = h.opts.Leaks(); len(leaks) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("leaked after teardown: %s", strings.Join(leaks, "; "))
+}
+
+// hasEvent reports whether res carries a limit event of type typ.
+func hasEvent(res sandbox.ExecResult, typ string) bool {
+	for _, e := range res.LimitEvents {
+		if e.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func expect(t *testing.T, res sandbox.ExecResult, exit int, stdout string) {
+	t.Helper()
+	if res.ExitCode != exit || (stdout != "" && strings.TrimSpace(res.Stdout) != stdout) {
+		t.Fatalf("got exit %d stdout %q stderr %q; want exit %d stdout %q", res.ExitCode, res.Stdout, res.Stderr, exit, stdout)
+	}
+}
+
+// hostForks checks the host can still start a process (during a fork bomb, say).
+func hostForks(t *testing.T) {
+	t.Helper()
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		t.Fatalf("host cannot fork: %v", err)
+	}
+}
+
+// hostSecret makes a file on the host that no sandbox may read; it returns its path.
+func hostSecret(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	p := dir + "/secret"
+	if err := os.WriteFile(p, []byte("host-secret-value"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustContain(t *testing.T, what, s, sub string) {
+	t.Helper()
+	if !strings.Contains(s, sub) {
+		t.Fatalf("%s: %q does not contain %q", what, s, sub)
+	}
+}
+
+func within(t *testing.T, what string, got, lo, hi float64) {
+	t.Helper()
+	if got < lo || got > hi {
+		t.Fatalf("%s = %.3f, want between %.3f and %.3f", what, got, lo, hi)
+	}
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,62 @@
+package process
+
+// initConfig is what the driver sends init: a complete, host-resolved plan. Init only executes it,
+// so every decision about host paths is made on the host side, where errors can name the input.
+type initConfig struct {
+	Hostname  string     `json:"hostname"`
+	Root      rootPlan   `json:"root"`
+	UID       int        `json:"uid"`
+	GID       int        `json:"gid"`
+	NoFile    uint64     `json:"noFile"`    // RLIMIT_NOFILE for commands
+	DiskBytes int64      `json:"diskBytes"` // size of the writable layer
+	Landlock  bool       `json:"landlock"`  // apply Landlock when the kernel has it
+	LandRules []landRule `json:"landRules,omitempty"`
+	Seccomp   []byte     `json:"seccomp"` // the compiled filter, 8 bytes per instruction
+}
+
+// rootPlan describes the sandbox's root filesystem.
+type rootPlan struct {
+	// Lower is a host directory used read-only under an overlay whose upper layer is the
+	// writable layer (the --rootfs template). Empty means the host template: bind mounts of the
+	// host's /usr and friends under a read-only root.
+	Lower    string      `json:"lower,omitempty"`
+	LowerFd  int         `json:"lowerFd"` // index of an O_PATH descriptor of Lower
+	Binds    []bindMount `json:"binds,omitempty"`
+	Symlinks []symlink   `json:"symlinks,omitempty"`
+	Files    []plainFile `json:"files,omitempty"`
+	Dirs     []writeDir  `json:"dirs,omitempty"` // writable directories inside the layer
+	Blocked  []string    `json:"blocked,omitempty"`
+}
+
+type bindMount struct {
+	Src string `json:"src"` // host path, symlinks already resolved
+	// Fd is the index, in the config message's file descriptors, of an O_PATH descriptor of Src
+	// the driver opened as host root: init mounts through it, so the host path's directory
+	// permissions (a 0700 parent, say) do not matter to the unprivileged namespace root.
+	Fd       int    `json:"fd"`
+	Dst      string `json:"dst"` // sandbox path
+	ReadOnly bool   `json:"ro"`
+	Dir      bool   `json:"dir"`
+}
+
+type symlink struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+}
+
+type plainFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Mode    uint32 `json:"mode"`
+}
+
+type writeDir struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode"`
+	UID  int    `json:"uid"`
+}
+
+type landRule struct {
+	Path  string `json:"path"`
+	Write bool   `json:"write"`
+}

@@ -1,0 +1,279 @@
+// Package process is airlock's own isolation level: a sandbox made of Linux namespaces (user, pid,
+// mount, net, uts, ipc, cgroup), a size-capped writable layer under a read-only root, cgroup
+// limits, rlimits, Landlock, no capabilities, no_new_privs and a seccomp allowlist.
+//
+// The driver (this package's Driver and Sandbox, in the airlock process) starts the airlock binary
+// again as the sandbox's init (init.go), in fresh namespaces, and talks to it over a socket
+// (proto.go). Init builds the root filesystem (mounts.go) from a plan the driver made (plan.go),
+// locks itself down and then starts the commands the driver sends it.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/seccomp"
+)
+
+// Config is the process level's part of airlock's configuration.
+type Config struct {
+	// CgroupParent is the cgroup (in every hierarchy) under which sandboxes' cgroups are made.
+	CgroupParent string
+	// UIDBase is the first host uid (and gid) of the range a sandbox's user namespace maps its ids
+	// 0..65535 to. No sandbox id maps to host root.
+	UIDBase uint32
+	// InitPath is the binary started as the sandbox's init; default /proc/self/exe.
+	InitPath string
+	// StateDir holds the level's caches (the generated /etc of the host template).
+	StateDir string
+}
+
+// DefaultConfig returns the defaults: cgroups under "airlock", ids from 2000000000.
+func DefaultConfig() Config {
+	return Config{CgroupParent: "airlock", UIDBase: 2_000_000_000, InitPath: "/proc/self/exe", StateDir: "/var/lib/airlock/process"}
+}
+
+// uidRange is the size of the id range mapped into every sandbox.
+const uidRange = 65536
+
+// initTasks is what init itself may use of the pids limit: the Go runtime's threads. The limit
+// the kernel enforces is MaxProcesses plus this, so that the agent gets what it asked for.
+const initTasks = 8
+
+// Driver is the process isolation level.
+type Driver struct {
+	cfg         Config
+	log         *slog.Logger
+	caps        driver.Capabilities
+	cgroups     *cgroups.Layout // nil when unavailable
+	host        hostTemplate
+	landlockABI int
+
+	filterDone chan struct{} // closed when filter is compiled
+	filter     []byte        // the seccomp program every sandbox gets, 8 bytes per instruction
+	filterErr  error
+
+	etcOnce sync.Once // builds the host template's /etc once per process
+	etcDir  string
+	etcErr  error
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New probes the host once and returns the driver. It never fails: a host that cannot run the
+// level yields a driver whose Capabilities say why, and whose Create returns ErrUnavailable.
+func New(cfg Config, log *slog.Logger) *Driver {
+	if cfg.InitPath == "" {
+		cfg.InitPath = "/proc/self/exe"
+	}
+	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{})}
+	// Compiling the filter overlaps with whatever the caller does next (for a one-shot run:
+	// starting the first sandbox's init).
+	go func() {
+		defer close(d.filterDone)
+		prog, err := seccomp.Default().Compile()
+		if err != nil {
+			d.filterErr = err
+			return
+		}
+		d.filter = unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), len(prog)*8)
+	}()
+	d.caps = d.probe()
+	return d
+}
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return sandbox.LevelProcess }
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	if !d.caps.Available {
+		return nil, fmt.Errorf("process level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
+	}
+	if spec.Network.EgressPolicy != sandbox.EgressNone {
+		return nil, fmt.Errorf("network.egressPolicy %q: only \"none\" is available in this version: %w",
+			spec.Network.EgressPolicy, errdefs.ErrUnavailable)
+	}
+	if spec.Image != "" {
+		return nil, fmt.Errorf("image %q: OCI images are not available in this version (use rootfs): %w", spec.Image, errdefs.ErrUnavailable)
+	}
+	cfg, err := d.plan(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	return d.start(ctx, id, spec, cfg)
+}
+
+// start launches init in new namespaces and sends it the plan. While init boots and builds the
+// root filesystem, the driver makes the cgroup and moves init into it (on cgroup v1 that move waits
+// for an RCU grace period, so the overlap matters); only then may init lock down and report ready.
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig) (*Sandbox, error) {
+	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
+	t0 := time.Now()
+	driverEnd, initEnd, err := socketPair()
+	if err != nil {
+		return nil, setupErr(err)
+	}
+	defer initEnd.Close()
+	ctl, err := newConn(driverEnd)
+	if err != nil {
+		return nil, setupErr(err)
+	}
+	cmd := &exec.Cmd{
+		Path:       d.cfg.InitPath,
+		Args:       []string{initArg0},
+		Env:        []string{"GOMAXPROCS=1", "GOTRACEBACK=none"},
+		ExtraFiles: []*os.File{initEnd},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+				unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UIDBase), Size: uidRange}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UIDBase), Size: uidRange}},
+			GidMappingsEnableSetgroups: true,
+			// Become the namespace's root (host uid UIDBase) before exec, or exec drops every
+			// capability: host uid 0 itself is not mapped into the namespace.
+			Credential: &syscall.Credential{Uid: 0, Gid: 0},
+			Pdeathsig:  unix.SIGKILL,
+		},
+	}
+	if d.log.Enabled(ctx, slog.LevelDebug) {
+		cmd.Env = []string{"GOMAXPROCS=1"}
+		cmd.Stderr = os.Stderr
+	}
+	// Pdeathsig fires when the thread that started the child exits; keep it alive while starting.
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		ctl.close()
+		return nil, setupErr(fmt.Errorf("start init: %w", err))
+	}
+	tStarted := time.Since(t0)
+	s := &Sandbox{id: id, d: d, spec: spec, cmd: cmd, ctl: ctl, pid: cmd.Process.Pid,
+		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.exited) }()
+	ready := make(chan *message, 1)
+	s.waiters[""] = ready
+	go s.readLoop()
+	fail := func(err error) (*Sandbox, error) {
+		s.Destroy(context.Background())
+		return nil, setupErr(err)
+	}
+
+	<-d.filterDone
+	if d.filterErr != nil {
+		return fail(d.filterErr)
+	}
+	cfg.Seccomp = d.filter
+	srcs, err := openSources(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	err = ctl.send(&message{Kind: msgConfig, Config: cfg}, srcs...)
+	closeAll(srcs)
+	if err != nil {
+		return fail(fmt.Errorf("send config: %w", err))
+	}
+	cg, err := d.cgroups.New(d.cfg.CgroupParent, id)
+	if err != nil {
+		return fail(err)
+	}
+	s.cg = cg
+	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + initTasks}
+	if err := cg.Set(res); err != nil {
+		return fail(fmt.Errorf("cgroup limits: %w", err))
+	}
+	if err := cg.AddProc(s.pid); err != nil {
+		// Init may have died of a setup error first; its own words say more than ESRCH.
+		select {
+		case m := <-ready:
+			if m != nil && m.Kind == msgError {
+				return fail(errors.New(m.Error))
+			}
+		case <-time.After(time.Second):
+		}
+		return fail(err)
+	}
+	tPlaced := time.Since(t0)
+	if err := ctl.send(&message{Kind: msgPlaced}); err != nil {
+		return fail(fmt.Errorf("init is gone: %w", err))
+	}
+	select {
+	case m := <-ready:
+		if m == nil {
+			return fail(errors.New("init exited during setup"))
+		}
+		if m.Kind != msgReady {
+			return fail(errors.New(m.Error))
+		}
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	s.created = time.Now()
+	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0))
+	return s, nil
+}
+
+// openSources turns every mount source of cfg into a detached mount tree (open_tree with
+// OPEN_TREE_CLONE), made as host root and already read-only where asked, and records each one's
+// index in cfg. Init attaches them with move_mount, so neither the host path's directory
+// permissions nor the kernel's locks on copied mounts stand in the way.
+func openSources(cfg *initConfig) ([]*os.File, error) {
+	var files []*os.File
+	clone := func(p string, ro bool) (int, error) {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			closeAll(files)
+			return 0, fmt.Errorf("clone mount %s: %w", p, err)
+		}
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if ro {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			unix.Close(fd)
+			closeAll(files)
+			return 0, fmt.Errorf("set attributes of mount %s: %w", p, err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), p))
+		return len(files) - 1, nil
+	}
+	r := &cfg.Root
+	if r.Lower != "" {
+		i, err := clone(r.Lower, true)
+		if err != nil {
+			return nil, err
+		}
+		r.LowerFd = i
+	}
+	for j := range r.Binds {
+		i, err := clone(r.Binds[j].Src, r.Binds[j].ReadOnly)
+		if err != nil {
+			return nil, err
+		}
+		r.Binds[j].Fd = i
+	}
+	if len(files) > maxFds {
+		closeAll(files)
+		return nil, fmt.Errorf("%d mounts: at most %d: %w", len(files), maxFds, errdefs.ErrInvalidArgument)
+	}
+	return files, nil
+}

@@ -1,0 +1,310 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/landlock"
+	"github.com/airlockrun/airlock/internal/seccomp"
+)
+
+// initArg0 is the argv[0] under which the airlock binary (or a test binary) runs as a sandbox's
+// init. The driver starts /proc/self/exe with it, in fresh namespaces.
+const initArg0 = "airlock-init"
+
+// controlFd is where init finds its end of the control socket (ExtraFiles[0]).
+const controlFd = 3
+
+// IsInit reports whether this process was started as a sandbox's init.
+func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == initArg0 }
+
+// Init runs the sandbox's PID 1 and never returns. main (and TestMain of tests that start
+// sandboxes) calls it first thing when IsInit() is true.
+//
+// Everything that shapes what a command inherits — namespace membership of the thread, Landlock,
+// no_new_privs, capabilities, seccomp — is per thread in Linux, so init does all of its work on
+// one locked OS thread, starts every command from it, and runs no other goroutines.
+func Init() {
+	runtime.LockOSThread()
+	os.Exit(runInit())
+}
+
+func runInit() int {
+	ctl := initConn{fd: controlFd}
+	buf := make([]byte, maxMessage)
+	fail := func(err error) int {
+		ctl.send(&message{Kind: msgError, Error: err.Error()})
+		return 1
+	}
+	m, fds, err := ctl.recv(buf)
+	if err != nil || m.Kind != msgConfig || m.Config == nil {
+		fmt.Fprintln(os.Stderr, "airlock-init: no config:", err)
+		return 1
+	}
+	c := m.Config
+	// The root filesystem is built while the driver moves us into the sandbox's cgroup.
+	err = setup(c, fds)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if m, _, err = ctl.recv(buf); err != nil || m.Kind != msgPlaced {
+		return fail(errors.New("driver did not confirm the cgroup"))
+	}
+	// A cgroup namespace rooted at the sandbox's cgroup hides the host's cgroup paths.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fail(fmt.Errorf("unshare cgroup namespace: %w", err))
+	}
+	if err := lockdown(c); err != nil {
+		return fail(err)
+	}
+	if err := ctl.send(&message{Kind: msgReady}); err != nil {
+		return 1
+	}
+	serve(ctl, buf)
+	return 0
+}
+
+// setup turns this process into the sandbox: root filesystem, hostname, loopback, limits.
+func setup(c *initConfig, fds []int) error {
+	if err := buildRoot(c, fds); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	// syscall.Setrlimit (not unix.) so that the Go runtime hands this limit to children instead of
+	// restoring the soft limit it found at start.
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: c.NoFile, Max: c.NoFile}); err != nil {
+		return fmt.Errorf("RLIMIT_NOFILE %d: %w", c.NoFile, err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return fmt.Errorf("RLIMIT_CORE: %w", err)
+	}
+	return nil
+}
+
+// lockdown applies, in order: Landlock, no_new_privs, the bounding set, the user, no capabilities,
+// non-dumpable, seccomp. Each step only removes privilege; seccomp comes last because it forbids
+// the calls the earlier steps need.
+func lockdown(c *initConfig) error {
+	if c.Landlock && len(c.LandRules) > 0 {
+		rules := make([]landlock.Rule, len(c.LandRules))
+		for i, r := range c.LandRules {
+			rules[i] = landlock.Rule{Path: r.Path, Write: r.Write}
+		}
+		if _, err := landlock.Restrict(rules); err != nil && !errors.Is(err, landlock.ErrUnavailable) {
+			return fmt.Errorf("landlock: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	for cp := 0; cp <= unix.CAP_LAST_CAP; cp++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(cp), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from bounding set: %w", cp, err)
+		}
+	}
+	if c.UID != 0 || c.GID != 0 {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(c.GID, c.GID, c.GID); err != nil {
+			return fmt.Errorf("setgid %d: %w", c.GID, err)
+		}
+		if err := syscall.Setresuid(c.UID, c.UID, c.UID); err != nil {
+			return fmt.Errorf("setuid %d: %w", c.UID, err)
+		}
+	}
+	// Root in the sandbox keeps its uid but none of its capabilities; for other users the uid
+	// change has already cleared them, and this makes sure of it.
+	if err := clearCaps(); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	if len(c.Seccomp) == 0 || len(c.Seccomp)%8 != 0 {
+		return errors.New("seccomp: no filter in the configuration")
+	}
+	prog := unsafe.Slice((*unix.SockFilter)(unsafe.Pointer(&c.Seccomp[0])), len(c.Seccomp)/8)
+	if err := seccomp.Load(prog); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	return nil
+}
+
+func clearCaps() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	return nil
+}
+
+// loopbackUp brings lo up in the sandbox's fresh network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// running is a command init started: its exec ID and a pidfd that becomes readable when it exits.
+type running struct {
+	id    string
+	pidfd int
+}
+
+// orphanPoll bounds how long an orphan (a process whose parent died, reparented to init) stays a
+// zombie: init reaps on every wake-up and at least this often (ms).
+const orphanPoll = 200
+
+// serve runs commands until the driver closes the control socket, then returns; init's exit takes
+// every process in the sandbox with it (the kernel kills a PID namespace with its PID 1).
+func serve(ctl initConn, buf []byte) {
+	procs := map[int]running{}
+	for {
+		fds := []unix.PollFd{{Fd: int32(ctl.fd), Events: unix.POLLIN}}
+		for _, r := range procs {
+			fds = append(fds, unix.PollFd{Fd: int32(r.pidfd), Events: unix.POLLIN})
+		}
+		if _, err := unix.Poll(fds, orphanPoll); err != nil && err != unix.EINTR {
+			return
+		}
+		reap(ctl, procs)
+		if fds[0].Revents == 0 {
+			continue
+		}
+		m, passed, err := ctl.recv(buf)
+		if err != nil {
+			return
+		}
+		switch m.Kind {
+		case msgExec:
+			startExec(ctl, procs, m, passed)
+		case msgSignal:
+			for pid, r := range procs {
+				if r.id == m.ID {
+					// Commands lead their own session, so -pid reaches their process group.
+					unix.Kill(-pid, unix.Signal(m.Signal))
+					unix.Kill(pid, unix.Signal(m.Signal))
+				}
+			}
+		}
+		for _, fd := range passed {
+			unix.Close(fd)
+		}
+	}
+}
+
+// reap collects every child that has exited — commands and orphans alike — and reports the
+// commands' ends.
+func reap(ctl initConn, procs map[int]running) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		r, ok := procs[pid]
+		if !ok {
+			continue
+		}
+		delete(procs, pid)
+		unix.Close(r.pidfd)
+		m := &message{Kind: msgExited, ID: r.id}
+		switch {
+		case ws.Exited():
+			m.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			m.Signal = int(ws.Signal())
+			m.ExitCode = 128 + m.Signal
+		}
+		ctl.send(m)
+	}
+}
+
+func startExec(ctl initConn, procs map[int]running, m *message, fds []int) {
+	if m.Exec == nil || len(m.Exec.Argv) == 0 || len(fds) != 3 {
+		ctl.send(&message{Kind: msgError, ID: m.ID, Error: "malformed exec request"})
+		return
+	}
+	e := m.Exec
+	path, err := lookPath(e.Argv[0], e.Env)
+	if err != nil {
+		ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 127})
+		return
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{
+		Dir:   e.Dir,
+		Env:   e.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+	}
+	pid, err := syscall.ForkExec(path, e.Argv, attr)
+	if err != nil {
+		// Exit codes as a shell gives them: 127 not found, 126 found but not runnable.
+		code := 126
+		if err == syscall.ENOENT {
+			code = 127
+		}
+		ctl.send(&message{Kind: msgError, ID: m.ID, Error: fmt.Sprintf("exec %s: %v", e.Argv[0], err), ExitCode: code})
+		return
+	}
+	procs[pid] = running{id: m.ID, pidfd: pidfd}
+	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid})
+}
+
+// lookPath finds file in the PATH of env, inside the sandbox's root.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range strings.Split(pathEnv, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + file
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec %s: executable file not found in $PATH", file)
+}

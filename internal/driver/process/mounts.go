@@ -1,0 +1,335 @@
+package process
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// staging is where init mounts the writable layer before the first pivot_root. The mount is in
+// the sandbox's private mount namespace; the host never sees it, and the first pivot_root moves it
+// away, so a bind source under the host's /tmp is still reachable through /oldroot.
+const staging = "/tmp"
+
+// buildRoot executes c.Root inside init's fresh mount namespace (as root of the sandbox's user
+// namespace). Layout of the writable layer, one tmpfs capped at c.DiskBytes:
+//
+//	/oldroot   the host's root, detached at the end
+//	/newroot   the sandbox's root: a self bind (host template, made read-only) or an overlay
+//	/upper, /work   the overlay's upper and work dirs (directory template)
+//
+// The writable directories (/tmp, /workspace, ...) live in the same tmpfs, so one cap covers every
+// byte a sandbox can write.
+func buildRoot(c *initConfig, fds []int) error {
+	// Mount sources arrive as detached mount trees the driver cloned (see openSources).
+	src := func(i int) (int, error) {
+		if i < 0 || i >= len(fds) {
+			return 0, fmt.Errorf("mount source %d: no such descriptor", i)
+		}
+		return fds[i], nil
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	opts := fmt.Sprintf("size=%d,mode=0755", c.DiskBytes)
+	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
+	}
+	for _, d := range []string{"oldroot", "newroot", "upper", "work"} {
+		if err := os.Mkdir(staging+"/"+d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.PivotRoot(staging, staging+"/oldroot"); err != nil {
+		return fmt.Errorf("pivot_root into the writable layer: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	r := c.Root
+	if r.Lower != "" {
+		lower, err := src(r.LowerFd)
+		if err != nil {
+			return err
+		}
+		if err := os.Mkdir("/lower", 0o755); err != nil {
+			return err
+		}
+		if err := unix.MoveMount(lower, "", unix.AT_FDCWD, "/lower", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach rootfs %s: %w", r.Lower, err)
+		}
+		o := "lowerdir=/lower,upperdir=/upper,workdir=/work,userxattr"
+		if err := unix.Mount("overlay", "/newroot", "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
+			return fmt.Errorf("mount overlay rootfs on %s: %w", r.Lower, err)
+		}
+	} else if err := unix.Mount("/newroot", "/newroot", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind new root: %w", err)
+	}
+	for _, l := range r.Symlinks {
+		p, err := resolveIn("/newroot", l.Path)
+		if err != nil {
+			return err
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.Symlink(l.Target, p); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("symlink %s: %w", l.Path, err)
+		}
+	}
+	for _, d := range r.Dirs {
+		if err := writableDir(d, r.Lower == ""); err != nil {
+			return err
+		}
+	}
+	for _, f := range r.Files {
+		p, err := resolveIn("/newroot", f.Path)
+		if err != nil {
+			return err
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(f.Content), os.FileMode(f.Mode)); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	for _, b := range r.Binds {
+		from, err := src(b.Fd)
+		if err != nil {
+			return err
+		}
+		if err := bind(b, from); err != nil {
+			return err
+		}
+	}
+	if err := mountProc(); err != nil {
+		return err
+	}
+	if err := mountDev(); err != nil {
+		return err
+	}
+	for _, p := range r.Blocked {
+		if err := block(p); err != nil {
+			return err
+		}
+	}
+	if r.Lower == "" {
+		if err := remount("/newroot", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			return fmt.Errorf("make root read-only: %w", err)
+		}
+	}
+	// The second pivot: the sandbox root becomes "/", and the layer's root with the host under
+	// /oldroot is stacked on top of it and detached.
+	if err := unix.Chdir("/newroot"); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root into the sandbox root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+func writableDir(d writeDir, selfBind bool) error {
+	p, err := resolveIn("/newroot", d.Path)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(p, os.FileMode(d.Mode)|modeBits(d.Mode)); err != nil {
+		return err
+	}
+	if err := os.Lchown(p, d.UID, d.UID); err != nil {
+		return err
+	}
+	if !selfBind {
+		return nil
+	}
+	// A bind of the directory onto itself is its own mount, which stays writable when the root
+	// is made read-only; it is still the same tmpfs, under the same cap.
+	if err := unix.Mount(p, p, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", d.Path, err)
+	}
+	return remount(p, unix.MS_NOSUID|unix.MS_NODEV)
+}
+
+// modeBits turns the sticky/setgid bits of a numeric mode into os.FileMode bits.
+func modeBits(m uint32) os.FileMode {
+	var fm os.FileMode
+	if m&0o1000 != 0 {
+		fm |= os.ModeSticky
+	}
+	return fm
+}
+
+func bind(b bindMount, tree int) error {
+	dst, err := resolveIn("/newroot", b.Dst)
+	if err != nil {
+		return err
+	}
+	if b.Dir {
+		err = os.MkdirAll(dst, 0o755)
+	} else {
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		var f *os.File
+		if f, err = os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644); err == nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", b.Dst, err)
+	}
+	// The tree comes read-only (or not), nosuid and nodev from the driver.
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach %s at %s: %w", b.Src, b.Dst, err)
+	}
+	return nil
+}
+
+// remount changes a bind mount's flags, keeping the ones the kernel locked when the mount was
+// copied into our user namespace (clearing a locked flag is EPERM).
+func remount(p string, flags uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return err
+	}
+	const keep = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC |
+		unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME
+	flags |= uintptr(st.Flags) & keep
+	return unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+}
+
+// procMasks are /proc files that tell about the host's kernel and hardware; they are covered by
+// /dev/null although the user namespace already denies most of them.
+var procMasks = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms"}
+
+func mountProc() error {
+	if err := os.MkdirAll("/newroot/proc", 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", "/newroot/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, m := range procMasks {
+		p := "/newroot/proc/" + m
+		if _, err := os.Lstat(p); err == nil {
+			unix.Mount("/oldroot/dev/null", p, "", unix.MS_BIND, "")
+		}
+	}
+	return nil
+}
+
+// devices are bound from the host; nothing else of the host's /dev is visible.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// mountDev builds a minimal /dev on a tiny tmpfs that ends read-only, so that every byte a sandbox
+// writes still goes to the capped layer (/dev/shm is a directory of the layer).
+func mountDev() error {
+	if err := os.MkdirAll("/newroot/dev", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", "/newroot/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, d := range devices {
+		p := "/newroot/dev/" + d
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount("/oldroot/dev/"+d, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", d, err)
+		}
+	}
+	for _, l := range [][2]string{{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"}} {
+		if err := os.Symlink(l[0], "/newroot/dev/"+l[1]); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir("/newroot/dev/"+d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", "/newroot/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC,
+		"newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	// /dev/shm: shared memory is written memory, so it lives in the capped layer too.
+	if err := os.MkdirAll("/shm", 0o1777); err != nil {
+		return err
+	}
+	os.Chmod("/shm", 0o777|os.ModeSticky)
+	if err := unix.Mount("/shm", "/newroot/dev/shm", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind /dev/shm: %w", err)
+	}
+	if err := remount("/newroot/dev/shm", unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return err
+	}
+	return unix.Mount("", "/newroot/dev", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+}
+
+// block makes a path inside the sandbox inaccessible: directories get an empty, read-only tmpfs
+// with mode 000, files an empty mode-000 file. A path that does not exist is left alone.
+func block(p string) error {
+	dst, err := resolveIn("/newroot", p)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(dst)
+	if err != nil {
+		return nil
+	}
+	if st.IsDir() {
+		return unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
+	}
+	empty := "/blocked-" + strings.ReplaceAll(strings.TrimPrefix(p, "/"), "/", "_")
+	if err := os.WriteFile(empty, nil, 0); err != nil {
+		return err
+	}
+	if err := unix.Mount(empty, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("block %s: %w", p, err)
+	}
+	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC)
+}
+
+// resolveIn returns root+p with every symlink along p resolved as if root were "/", so that a
+// rootfs directory's absolute symlinks cannot point a mount at the host. The last component may
+// not exist yet.
+func resolveIn(root, p string) (string, error) {
+	cur := root
+	parts := strings.Split(strings.TrimPrefix(filepath.Clean("/"+p), "/"), "/")
+	for links := 0; len(parts) > 0; {
+		part := parts[0]
+		parts = parts[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			if cur != root {
+				cur = filepath.Dir(cur)
+			}
+			continue
+		}
+		next := cur + "/" + part
+		target, err := os.Readlink(next)
+		if err != nil {
+			cur = next // not a symlink, or does not exist yet
+			continue
+		}
+		if links++; links > 40 {
+			return "", fmt.Errorf("resolve %s: too many symlinks", p)
+		}
+		if filepath.IsAbs(target) {
+			cur = root
+		}
+		parts = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), parts...)
+	}
+	return cur, nil
+}

@@ -1,0 +1,186 @@
+package process
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// hostSystemDirs are the host directories the host template binds read-only (or recreates as
+// symlinks where the host has merged /usr).
+var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// hostEtc are the host /etc entries programs need to start (the dynamic linker's cache, the
+// alternatives symlinks Debian points /usr/bin/* through, TLS roots, time zones). Everything else
+// in the sandbox's /etc is generated; no host account, secret or config is visible.
+var hostEtc = []string{"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl",
+	"ca-certificates", "ca-certificates.conf", "localtime", "timezone", "mime.types", "protocols",
+	"services", "terminfo", "inputrc", "magic", "gai.conf"}
+
+// sandboxHostname is every sandbox's host name; /etc/hosts resolves it, so it is the same for
+// all and the generated /etc can be shared.
+const sandboxHostname = "sandbox"
+
+// hostTemplate is the part of a host-template plan that depends only on the host; the driver
+// computes it once.
+type hostTemplate struct {
+	binds    []bindMount
+	symlinks []symlink
+	etc      []string // host /etc entries copied into the generated /etc
+}
+
+func probeHostTemplate() (hostTemplate, error) {
+	var t hostTemplate
+	for _, p := range hostSystemDirs {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			// the host has no such entry
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return t, err
+			}
+			t.symlinks = append(t.symlinks, symlink{Path: p, Target: target})
+		case fi.IsDir():
+			t.binds = append(t.binds, bindMount{Src: p, Dst: p, ReadOnly: true, Dir: true})
+		}
+	}
+	for _, e := range hostEtc {
+		if _, err := os.Lstat("/etc/" + e); err == nil {
+			t.etc = append(t.etc, e)
+		}
+	}
+	if m, _ := filepath.Glob("/etc/python3*"); len(m) > 0 {
+		for _, p := range m {
+			t.etc = append(t.etc, filepath.Base(p))
+		}
+	}
+	sort.Strings(t.etc)
+	return t, nil
+}
+
+// plan turns a validated spec into init's configuration.
+func (d *Driver) plan(id string, spec sandbox.Spec) (*initConfig, error) {
+	c := &initConfig{
+		Hostname:  sandboxHostname,
+		NoFile:    uint64(spec.Resources.MaxOpenFiles),
+		DiskBytes: spec.Resources.DiskMB << 20,
+		Landlock:  d.landlockABI > 0,
+	}
+	home := "/home/agent"
+	if spec.User == sandbox.UserRoot {
+		home = "/root"
+	} else {
+		c.UID, c.GID = sandbox.AgentUID, sandbox.AgentUID
+	}
+	r := &c.Root
+	if spec.Rootfs != "" {
+		lower, err := filepath.EvalSymlinks(spec.Rootfs)
+		if err != nil {
+			return nil, errdefs.Invalid("rootfs", "%v", err)
+		}
+		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
+			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.Rootfs)
+		}
+		r.Lower = lower
+		r.Files = etcFiles(c.Hostname, false)
+	} else {
+		etc, err := d.etcTemplate()
+		if err != nil {
+			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
+		}
+		r.Binds = append(r.Binds, d.host.binds...)
+		r.Binds = append(r.Binds, bindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
+		r.Symlinks = append(r.Symlinks, d.host.symlinks...)
+	}
+	r.Dirs = []writeDir{
+		{Path: "/tmp", Mode: 0o1777},
+		{Path: "/workspace", Mode: 0o755, UID: c.UID},
+		{Path: home, Mode: 0o700, UID: c.UID},
+	}
+	if spec.Workdir != "/workspace" && spec.Workdir != home && spec.Workdir != "/tmp" {
+		r.Dirs = append(r.Dirs, writeDir{Path: spec.Workdir, Mode: 0o755, UID: c.UID})
+	}
+	for i, m := range spec.Filesystem.ReadOnly {
+		b, err := userBind(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true)
+		if err != nil {
+			return nil, err
+		}
+		r.Binds = append(r.Binds, b)
+	}
+	for i, m := range spec.Filesystem.ReadWrite {
+		b, err := userBind(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false)
+		if err != nil {
+			return nil, err
+		}
+		r.Binds = append(r.Binds, b)
+	}
+	r.Blocked = spec.Filesystem.Blocked
+	c.LandRules = landRules(c, spec)
+	return c, nil
+}
+
+func userBind(field, s string, ro bool) (bindMount, error) {
+	m, err := sandbox.ParseMount(field, s, ro)
+	if err != nil {
+		return bindMount{}, err
+	}
+	real, err := filepath.EvalSymlinks(m.Host)
+	if err != nil {
+		return bindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return bindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
+	}
+	for _, p := range []string{"/proc", "/dev"} {
+		if m.Dest == p || strings.HasPrefix(m.Dest, p+"/") {
+			return bindMount{}, errdefs.Invalid(field, "cannot mount over %s", p)
+		}
+	}
+	return bindMount{Src: real, Dst: m.Dest, ReadOnly: ro, Dir: st.IsDir()}, nil
+}
+
+// landRules is the Landlock view of the same filesystem: everything readable and executable,
+// writes only where the mounts allow them. It is a second wall should a mount be misconfigured.
+func landRules(c *initConfig, spec sandbox.Spec) []landRule {
+	if c.Root.Lower != "" {
+		// A directory rootfs is writable throughout (copy-on-write into the layer).
+		return []landRule{{Path: "/", Write: true}}
+	}
+	rules := []landRule{{Path: "/", Write: false}, {Path: "/dev", Write: true}, {Path: "/proc", Write: true}}
+	for _, d := range c.Root.Dirs {
+		rules = append(rules, landRule{Path: d.Path, Write: true})
+	}
+	for _, b := range c.Root.Binds {
+		if !b.ReadOnly {
+			rules = append(rules, landRule{Path: b.Dst, Write: true})
+		}
+	}
+	return rules
+}
+
+// etcFiles generates the sandbox's /etc: accounts for root and agent only, and name resolution
+// for the sandbox's own names. With a directory rootfs the image keeps its accounts.
+func etcFiles(host string, accounts bool) []plainFile {
+	files := []plainFile{
+		{Path: "/etc/hostname", Content: host + "\n", Mode: 0o644},
+		{Path: "/etc/hosts", Mode: 0o644, Content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
+		{Path: "/etc/resolv.conf", Mode: 0o644, Content: "# airlock: egress policy none, no name server\n"},
+	}
+	if accounts {
+		files = append(files,
+			plainFile{Path: "/etc/passwd", Mode: 0o644, Content: "root:x:0:0:root:/root:/bin/sh\n" +
+				"agent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+			plainFile{Path: "/etc/group", Mode: 0o644, Content: "root:x:0:\ntty:x:5:\nagent:x:1000:\nnogroup:x:65534:\n"},
+			plainFile{Path: "/etc/nsswitch.conf", Mode: 0o644, Content: "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
+		)
+	}
+	return files
+}

@@ -1,0 +1,187 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The driver and the sandbox's init talk over a SOCK_SEQPACKET socket pair: one JSON message per
+// packet, file descriptors (a command's stdio) riding along as SCM_RIGHTS. SEQPACKET keeps message
+// boundaries and delivers EOF to init when the driver goes away, which is init's cue to end the
+// sandbox.
+
+// maxMessage bounds one packet; an exec request with a large environment must still fit.
+const maxMessage = 1 << 20
+
+// Message kinds.
+const (
+	msgConfig  = "config"  // driver → init: set the sandbox up (Config)
+	msgReady   = "ready"   // init → driver: set up, locked down, waiting for execs
+	msgError   = "error"   // init → driver: setup or an exec failed (Error, ID)
+	msgPlaced  = "placed"  // driver → init: you are in the sandbox's cgroup; lock down
+	msgExec    = "exec"    // driver → init: start a command (Exec) with 3 fds
+	msgStarted = "started" // init → driver: the command runs (ID, Pid)
+	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal)
+	msgSignal  = "signal"  // driver → init: signal a command's process group (ID, Signal)
+)
+
+type message struct {
+	Kind     string      `json:"kind"`
+	ID       string      `json:"id,omitempty"`
+	Config   *initConfig `json:"config,omitempty"`
+	Exec     *execSpec   `json:"exec,omitempty"`
+	Pid      int         `json:"pid,omitempty"`
+	ExitCode int         `json:"exitCode,omitempty"`
+	Signal   int         `json:"signal,omitempty"`
+	Error    string      `json:"error,omitempty"`
+}
+
+// execSpec is one command for init to start.
+type execSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
+// conn is the driver's end of the control socket; it uses Go's netpoller, so a daemon with many
+// sandboxes does not park one thread per sandbox.
+type conn struct{ c *net.UnixConn }
+
+func newConn(f *os.File) (*conn, error) {
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	uc, ok := fc.(*net.UnixConn)
+	if !ok {
+		fc.Close()
+		return nil, fmt.Errorf("control socket: not a unix socket")
+	}
+	return &conn{c: uc}, nil
+}
+
+// socketPair returns the driver's and init's ends of a new control socket.
+func socketPair() (driverEnd, initEnd *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "airlock-control"), os.NewFile(uintptr(fds[1]), "airlock-control-init"), nil
+}
+
+func (c *conn) send(m *message, files ...*os.File) error {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	b, oob, err := encode(m, fds)
+	if err != nil {
+		return err
+	}
+	_, _, err = c.c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// recv reads one message; files that came with it are closed (the driver never receives any).
+func (c *conn) recv() (*message, error) {
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*8))
+	n, oobn, flags, _, err := c.c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	m, fds, err := decode(buf[:n], oob[:oobn], flags)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	return m, err
+}
+
+func (c *conn) close() error { return c.c.Close() }
+
+// initConn is init's end: plain blocking syscalls on init's one locked thread — no netpoller, no
+// goroutine hand-offs between a request arriving and the command starting.
+type initConn struct{ fd int }
+
+func (c initConn) send(m *message) error {
+	b, _, err := encode(m, nil)
+	if err != nil {
+		return err
+	}
+	return unix.Sendmsg(c.fd, b, nil, nil, 0)
+}
+
+// maxFds is the most descriptors one message may carry (the kernel's SCM_MAX_FD is 253).
+const maxFds = 250
+
+// recv blocks for one message and returns it with the file descriptors it carried.
+func (c initConn) recv(buf []byte) (*message, []int, error) {
+	oob := make([]byte, unix.CmsgSpace(4*maxFds))
+	for {
+		n, oobn, flags, _, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return decode(buf[:n], oob[:oobn], flags)
+	}
+}
+
+func encode(m *message, fds []int) ([]byte, []byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	return b, oob, nil
+}
+
+// decode parses one packet. A zero-length packet is the peer closing (SEQPACKET reads 0 at EOF).
+func decode(b, oob []byte, flags int) (*message, []int, error) {
+	var fds []int
+	if len(oob) > 0 {
+		cmsgs, err := unix.ParseSocketControlMessage(oob)
+		if err == nil {
+			for _, cm := range cmsgs {
+				if f, err := unix.ParseUnixRights(&cm); err == nil {
+					fds = append(fds, f...)
+				}
+			}
+		}
+	}
+	fail := func(err error) (*message, []int, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, nil, err
+	}
+	if len(b) == 0 {
+		return fail(net.ErrClosed)
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		return fail(fmt.Errorf("control message truncated"))
+	}
+	var m message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fail(fmt.Errorf("control message: %w", err))
+	}
+	return &m, fds, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

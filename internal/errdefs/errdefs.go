@@ -1,0 +1,39 @@
+// Package errdefs holds airlock's few sentinel errors. Code wraps them with context
+// (fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)) and the edges — the HTTP server and
+// the CLI — map them to a status or an exit code once, with errors.Is.
+package errdefs
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidArgument: the caller asked for something malformed or out of range (HTTP 400).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotFound: no such sandbox, execution or file (HTTP 404).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the object is in the wrong state for the request (HTTP 409).
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: this host cannot provide what was asked, e.g. an isolation level (HTTP 422).
+	ErrUnavailable = errors.New("unavailable")
+	// ErrSetup: a sandbox could not be set up on a host that should support it (HTTP 500, exit 125).
+	ErrSetup = errors.New("sandbox setup failed")
+)
+
+// FieldError is an ErrInvalidArgument that names the offending input field, so that the API can
+// return {"field": ...} and the CLI can name the flag.
+type FieldError struct {
+	Field   string // JSON path of the field, e.g. "resources.memoryMb"
+	Message string // what is wrong and what is allowed
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) true.
+func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
+
+// Invalid returns a *FieldError for field with a formatted message.
+func Invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
