@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -62,10 +63,20 @@ func runCmd(e *env, args []string) int {
 	if derr := sb.Destroy(context.Background()); derr != nil {
 		e.log.Warn("teardown", "sandbox", id, "err", derr)
 	}
+	if sw, ok := d.(driver.Sweeper); ok {
+		sw.Sweep(context.Background())
+	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(res)
+	} else {
+		// Say why a limit stopped or slowed the command; the command's own output cannot.
+		for _, ev := range res.LimitEvents {
+			if ev.Type != sandbox.EventLimitCPU {
+				fmt.Fprintf(e.stderr, "airlock: %s: %s\n", ev.Type, ev.Message)
+			}
+		}
 	}
 	switch {
 	case interrupted:

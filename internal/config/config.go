@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/airlockrun/airlock/internal/driver/process"
 )
@@ -83,7 +84,7 @@ func (c Config) Validate() error {
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("config: dataDir %q must be an absolute path", c.DataDir)
 	}
-	if c.Process.CgroupParent == "" || filepath.IsAbs(c.Process.CgroupParent) || filepath.Clean(c.Process.CgroupParent) != c.Process.CgroupParent {
+	if p := c.Process.CgroupParent; p == "" || filepath.IsAbs(p) || filepath.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
 		return fmt.Errorf("config: process.cgroupParent %q must be a clean relative cgroup path", c.Process.CgroupParent)
 	}
 	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+65536 > 1<<32-1 {

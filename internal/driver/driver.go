@@ -32,6 +32,12 @@ type Sandbox interface {
 	Destroy(ctx context.Context) error
 }
 
+// Sweeper is a level that can clean up after airlock processes that were killed before they
+// could tear their sandboxes down. Found by type assertion.
+type Sweeper interface {
+	Sweep(ctx context.Context)
+}
+
 // Capabilities are static facts about a level on this host.
 type Capabilities struct {
 	Level     string   `json:"level"`

@@ -97,6 +97,14 @@ func New(cfg Config, log *slog.Logger) *Driver {
 	return d
 }
 
+// Sweep removes what killed airlock processes left behind (see SweepOrphans) and logs it. Callers
+// run it off the hot path: the one-shot runner after its command, the daemon at start.
+func (d *Driver) Sweep(ctx context.Context) {
+	if swept := d.SweepOrphans(ctx); len(swept) > 0 {
+		d.log.Info("removed orphaned sandbox cgroups", "cgroups", swept)
+	}
+}
+
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return sandbox.LevelProcess }
 
@@ -109,7 +117,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		return nil, fmt.Errorf("process level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
 	if spec.Network.EgressPolicy != sandbox.EgressNone {
-		return nil, fmt.Errorf("network.egressPolicy %q: only \"none\" is available in this version: %w",
+		return nil, fmt.Errorf("egress policy %q is not available in this version (only \"none\" is): %w",
 			spec.Network.EgressPolicy, errdefs.ErrUnavailable)
 	}
 	if spec.Image != "" {

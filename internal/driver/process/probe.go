@@ -65,7 +65,8 @@ func (d *Driver) probe() driver.Capabilities {
 
 	host, err := probeHostTemplate()
 	d.host = host
-	check("host template", true, err == nil && len(host.binds) > 0, fmt.Sprintf("%d read-only binds of the host's /usr, /lib*, /etc entries", len(host.binds)))
+	check("host template", true, err == nil && len(host.binds) > 0,
+		fmt.Sprintf("host /usr read-only, %d merged-/usr links, %d host /etc entries copied into a generated /etc", len(host.symlinks), len(host.etc)))
 
 	var missing []string
 	for _, ch := range c.Checks {

@@ -1,11 +1,14 @@
 package process_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -37,6 +40,13 @@ func newDriver(t *testing.T) *process.Driver {
 	cfg := process.DefaultConfig()
 	cfg.CgroupParent = fmt.Sprintf("airlock-test-%d", os.Getpid())
 	cfg.StateDir = state
+	t.Cleanup(func() {
+		// The per-run cgroup parent goes too (rmdir only succeeds once it is empty).
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+	})
 	d := process.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if c := d.Capabilities(); !c.Available {
 		t.Fatalf("process level unavailable on a host that should have it: %s", c.Reason)
@@ -61,4 +71,43 @@ func TestConformance(t *testing.T) {
 			return out
 		},
 	})
+}
+
+func TestSweepOrphans(t *testing.T) {
+	d := newDriver(t)
+	parent := fmt.Sprintf("airlock-test-%d", os.Getpid())
+	// Two empty cgroups as a killed airlock leaves them: one old, one just made (a sandbox being
+	// set up right now), in every hierarchy the driver uses.
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+	if len(hier) == 0 {
+		// The conformance run creates the parent; make it here when run alone.
+		for _, c := range []string{"cpu", "cpuacct", "memory", "pids", "freezer"} {
+			os.MkdirAll("/sys/fs/cgroup/"+c+"/"+parent, 0o755)
+		}
+		hier, _ = filepath.Glob("/sys/fs/cgroup/*/" + parent)
+	}
+	old := time.Now().Add(-time.Minute)
+	for _, h := range hier {
+		for _, n := range []string{"sbx_orphan", "sbx_fresh"} {
+			if err := os.Mkdir(h+"/"+n, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(h+"/sbx_orphan", old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swept := d.SweepOrphans(context.Background())
+	if len(swept) != 1 || swept[0] != "sbx_orphan" {
+		t.Fatalf("swept %v, want [sbx_orphan]", swept)
+	}
+	for _, h := range hier {
+		if _, err := os.Stat(h + "/sbx_orphan"); err == nil {
+			t.Errorf("%s/sbx_orphan survived the sweep", h)
+		}
+		if _, err := os.Stat(h + "/sbx_fresh"); err != nil {
+			t.Errorf("%s/sbx_fresh was swept: a sandbox being set up would lose its cgroup", h)
+		}
+		os.Remove(h + "/sbx_fresh")
+	}
 }

@@ -1,0 +1,95 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/airlockrun/airlock/internal/errdefs"
+)
+
+func TestDefaults(t *testing.T) {
+	var s Spec
+	s.SetDefaults()
+	if err := s.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	r := s.Resources
+	if r.CPU != 1 || r.MemoryMB != 2048 || r.DiskMB != 5120 || r.NetworkMbps != 100 || r.MaxProcesses != 64 || r.MaxOpenFiles != 1024 {
+		t.Fatalf("resource defaults %+v differ from SPEC §2", r)
+	}
+	if s.Timeout.MaxDurationSeconds != 3600 || s.Timeout.IdleTimeoutSeconds != 300 || s.User != UserAgent ||
+		s.Isolation != LevelProcess || s.Network.EgressPolicy != EgressNone || !*s.Network.BlockLocalNetwork {
+		t.Fatalf("defaults %+v", s)
+	}
+	s = Spec{Network: Network{AllowedDomains: []string{"example.com"}}}
+	s.SetDefaults()
+	if s.Network.EgressPolicy != EgressRestricted {
+		t.Fatalf("allowedDomains must default the policy to restricted, got %q", s.Network.EgressPolicy)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		edit  func(*Spec)
+		field string // "" = valid
+	}{
+		{"max values", func(s *Spec) {
+			s.Resources = Resources{CPU: 8, MemoryMB: 32768, DiskMB: 51200, NetworkMbps: 1000, MaxProcesses: 512, MaxOpenFiles: 65536}
+		}, ""},
+		{"cpu above max is an error, not clamped", func(s *Spec) { s.Resources.CPU = 8.5 }, "resources.cpu"},
+		{"negative cpu", func(s *Spec) { s.Resources.CPU = -1 }, "resources.cpu"},
+		{"memory above max", func(s *Spec) { s.Resources.MemoryMB = 32769 }, "resources.memoryMb"},
+		{"memory below min", func(s *Spec) { s.Resources.MemoryMB = 8 }, "resources.memoryMb"},
+		{"disk above max", func(s *Spec) { s.Resources.DiskMB = 51201 }, "resources.diskMb"},
+		{"pids above max", func(s *Spec) { s.Resources.MaxProcesses = 513 }, "resources.maxProcesses"},
+		{"nofile above max", func(s *Spec) { s.Resources.MaxOpenFiles = 65537 }, "resources.maxOpenFiles"},
+		{"network above max", func(s *Spec) { s.Resources.NetworkMbps = 1001 }, "resources.networkMbps"},
+		{"duration above max", func(s *Spec) { s.Timeout.MaxDurationSeconds = 86401 }, "timeout.maxDurationSeconds"},
+		{"unknown level", func(s *Spec) { s.Isolation = "vm" }, "isolation"},
+		{"unknown user", func(s *Spec) { s.User = "admin" }, "user"},
+		{"relative workdir", func(s *Spec) { s.Workdir = "work" }, "workdir"},
+		{"workdir with ..", func(s *Spec) { s.Workdir = "/workspace/../etc" }, "workdir"},
+		{"bad policy", func(s *Spec) { s.Network.EgressPolicy = "some" }, "network.egressPolicy"},
+		{"env name with =", func(s *Spec) { s.Environment = map[string]string{"A=B": "c"} }, "environment"},
+		{"relative ro mount", func(s *Spec) { s.Filesystem.ReadOnly = []string{"data"} }, "filesystem.readOnly[0]"},
+		{"rw mount over root", func(s *Spec) { s.Filesystem.ReadWrite = []string{"/srv:/"} }, "filesystem.readWrite[0]"},
+		{"mount dest traversal", func(s *Spec) { s.Filesystem.ReadOnly = []string{"/srv:/a/../b"} }, "filesystem.readOnly[0]"},
+		{"relative blocked", func(s *Spec) { s.Filesystem.Blocked = []string{"etc"} }, "filesystem.blocked[0]"},
+		{"good mounts", func(s *Spec) {
+			s.Filesystem = Filesystem{ReadOnly: []string{"/srv/data:/data"}, ReadWrite: []string{"/srv/out"}, Blocked: []string{"/etc/ssl"}}
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s Spec
+			s.SetDefaults()
+			c.edit(&s)
+			err := s.Validate()
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			var fe *errdefs.FieldError
+			if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Fatalf("got %v, want a field error on %s", err, c.field)
+			}
+		})
+	}
+}
+
+func TestLimitMessageNamesRange(t *testing.T) {
+	err := Limits.MemoryMB.Check(40000)
+	if err == nil || !strings.Contains(err.Error(), "between 16 and 32768 MiB (got 40000)") {
+		t.Fatalf("message %q does not name the range", err)
+	}
+}
+
+func TestNewID(t *testing.T) {
+	a, b := NewID("sbx_"), NewID("sbx_")
+	if a == b || !strings.HasPrefix(a, "sbx_") || len(a) != 24 {
+		t.Fatalf("ids %q %q", a, b)
+	}
+}
