@@ -227,16 +227,7 @@ func (l *Layout) Missing() []string {
 // "hybrid (cpu,cpuacct,memory,pids,freezer via v1; unified mounted at
 // /sys/fs/cgroup/unified, no controllers)".
 func (l *Layout) Describe() string {
-	var v1, v2 []string
-	for c := ctrl(0); c < numCtrls; c++ {
-		switch p := l.place[c]; {
-		case p.mount == "":
-		case p.v2:
-			v2 = append(v2, c.String())
-		default:
-			v1 = append(v1, c.String())
-		}
-	}
+	v1, v2 := l.split()
 	var parts []string
 	if len(v1) > 0 {
 		parts = append(parts, strings.Join(v1, ",")+" via v1")
@@ -260,4 +251,18 @@ func (l *Layout) Describe() string {
 		parts = append(parts, "missing "+strings.Join(m, ","))
 	}
 	return l.Mode() + " (" + strings.Join(parts, "; ") + ")"
+}
+
+// split names the controllers found on v1 hierarchies and on the v2 one.
+func (l *Layout) split() (v1, v2 []string) {
+	for c := ctrl(0); c < numCtrls; c++ {
+		switch p := l.place[c]; {
+		case p.mount == "":
+		case p.v2:
+			v2 = append(v2, c.String())
+		default:
+			v1 = append(v1, c.String())
+		}
+	}
+	return v1, v2
 }

@@ -162,16 +162,7 @@ func TestParseLayout(t *testing.T) {
 			if got := l.Missing(); !reflect.DeepEqual(got, tt.missing) {
 				t.Errorf("Missing() = %q, want %q", got, tt.missing)
 			}
-			var v1, v2 []string
-			for c := ctrl(0); c < numCtrls; c++ {
-				switch p := l.place[c]; {
-				case p.mount == "":
-				case p.v2:
-					v2 = append(v2, c.String())
-				default:
-					v1 = append(v1, c.String())
-				}
-			}
+			v1, v2 := l.split()
 			if got := strings.Join(v1, ","); got != tt.v1 {
 				t.Errorf("on v1: %q, want %q", got, tt.v1)
 			}

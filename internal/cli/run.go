@@ -2,13 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -67,9 +68,7 @@ func runCmd(e *env, args []string) int {
 		sw.Sweep(context.Background())
 	}
 	if asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		writeResult(e.stdout, res)
 	} else {
 		// Say why a limit stopped or slowed the command; the command's own output cannot.
 		for _, ev := range res.LimitEvents {
@@ -92,7 +91,7 @@ func runCmd(e *env, args []string) int {
 // parseRun parses run's flags into a defaulted, validated spec. code >= 0 means: exit with it.
 func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, asJSON bool, cmd []string, code int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard) // errors are reported below, in the user's spelling
 	var envs, ro, rw, allow, block listFlag
 	r := &spec.Resources
 	fs.StringVar(&spec.Isolation, "isolation", sandbox.LevelProcess, "isolation level: process, container, wasm, microvm, enclave")
@@ -121,8 +120,28 @@ func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, 
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(e.stderr)
+			fs.Usage()
 			return spec, 0, false, nil, 0
 		}
+		// The flag package says "-disk"; airlock's flags are spelled "--disk".
+		msg := strings.Replace(err.Error(), " -", " --", 1)
+		fmt.Fprintf(e.stderr, "airlock run: %s (see airlock run --help)\n", msg)
+		return spec, 0, false, nil, sandbox.ExitSetupError
+	}
+	// Zero means "the default" in the API's JSON; on the command line an explicit 0 is a
+	// mistake and gets the range, like any other value out of it.
+	explicit := map[string]sandbox.Limit{"cpu": sandbox.Limits.CPU, "pids": sandbox.Limits.MaxProcesses, "nofile": sandbox.Limits.MaxOpenFiles}
+	var zeroErr error
+	fs.Visit(func(f *flag.Flag) {
+		if l, ok := explicit[f.Name]; ok && zeroErr == nil {
+			if v, err := strconv.ParseFloat(f.Value.String(), 64); err == nil && v <= 0 {
+				zeroErr = l.Check(v)
+			}
+		}
+	})
+	if zeroErr != nil {
+		fmt.Fprintln(e.stderr, "airlock run:", describe(zeroErr))
 		return spec, 0, false, nil, sandbox.ExitSetupError
 	}
 	cmd = fs.Args()

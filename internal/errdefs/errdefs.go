@@ -26,14 +26,27 @@ var (
 type FieldError struct {
 	Field   string // JSON path of the field, e.g. "resources.memoryMb"
 	Message string // what is wrong and what is allowed
+	// Kind is the sentinel the error stands for; nil means ErrInvalidArgument. A valid value this
+	// host or version cannot provide is ErrUnavailable.
+	Kind error
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
 
-// Unwrap makes errors.Is(err, ErrInvalidArgument) true.
-func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
+// Unwrap makes errors.Is(err, e.Kind) true.
+func (e *FieldError) Unwrap() error {
+	if e.Kind == nil {
+		return ErrInvalidArgument
+	}
+	return e.Kind
+}
 
 // Invalid returns a *FieldError for field with a formatted message.
 func Invalid(field, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable returns a *FieldError for a valid value of field that cannot be provided here.
+func Unavailable(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrUnavailable}
 }

@@ -6,6 +6,7 @@ package sandbox
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -118,7 +119,7 @@ func (l Limit) Check(v float64) error {
 	return nil
 }
 
-func fmtNum(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", v), ".0") }
+func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // SetDefaults fills every zero field with its default.
 func (s *Spec) SetDefaults() {

@@ -117,11 +117,10 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		return nil, fmt.Errorf("process level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
 	if spec.Network.EgressPolicy != sandbox.EgressNone {
-		return nil, fmt.Errorf("egress policy %q is not available in this version (only \"none\" is): %w",
-			spec.Network.EgressPolicy, errdefs.ErrUnavailable)
+		return nil, errdefs.Unavailable("network.egressPolicy", "%q is not available in this version (only \"none\" is)", spec.Network.EgressPolicy)
 	}
 	if spec.Image != "" {
-		return nil, fmt.Errorf("image %q: OCI images are not available in this version (use rootfs): %w", spec.Image, errdefs.ErrUnavailable)
+		return nil, errdefs.Unavailable("image", "OCI images are not available in this version (use a rootfs directory)")
 	}
 	cfg, err := d.plan(id, spec)
 	if err != nil {
@@ -191,7 +190,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		return fail(d.filterErr)
 	}
 	cfg.Seccomp = d.filter
-	srcs, err := openSources(cfg)
+	srcs, err := openSources(cfg, s.pid)
 	if err != nil {
 		return fail(err)
 	}
@@ -235,6 +234,9 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	case <-ctx.Done():
 		return fail(ctx.Err())
 	}
+	s.mu.Lock()
+	delete(s.waiters, "")
+	s.mu.Unlock()
 	s.created = time.Now()
 	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0))
 	return s, nil
@@ -244,9 +246,14 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 // OPEN_TREE_CLONE), made as host root and already read-only where asked, and records each one's
 // index in cfg. Init attaches them with move_mount, so neither the host path's directory
 // permissions nor the kernel's locks on copied mounts stand in the way.
-func openSources(cfg *initConfig) ([]*os.File, error) {
+//
+// A rootfs directory is also idmapped through init's user namespace: its files, owned by host
+// root on disk, belong to the sandbox's root inside, so the copy-on-write layer above can change
+// them. It is read-only, so nothing the sandbox does reaches the disk as host root. Binds keep host
+// ownership: a read-write bind must never let the sandbox create host-root files.
+func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 	var files []*os.File
-	clone := func(p string, ro bool) (int, error) {
+	clone := func(p string, ro bool, idmapPid int) (int, error) {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			closeAll(files)
@@ -255,6 +262,17 @@ func openSources(cfg *initConfig) ([]*os.File, error) {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 		if ro {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if idmapPid > 0 {
+			ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", idmapPid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				unix.Close(fd)
+				closeAll(files)
+				return 0, fmt.Errorf("user namespace of init: %w", err)
+			}
+			defer unix.Close(ns)
+			attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+			attr.Userns_fd = uint64(ns)
 		}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 			unix.Close(fd)
@@ -266,14 +284,14 @@ func openSources(cfg *initConfig) ([]*os.File, error) {
 	}
 	r := &cfg.Root
 	if r.Lower != "" {
-		i, err := clone(r.Lower, true)
+		i, err := clone(r.Lower, true, initPid)
 		if err != nil {
 			return nil, err
 		}
 		r.LowerFd = i
 	}
 	for j := range r.Binds {
-		i, err := clone(r.Binds[j].Src, r.Binds[j].ReadOnly)
+		i, err := clone(r.Binds[j].Src, r.Binds[j].ReadOnly, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -55,9 +55,13 @@ func (s *Sandbox) readLoop() {
 	for {
 		m, err := s.ctl.recv()
 		if err != nil {
+			// Tell a Create still waiting for "ready" that init is gone; execs watch s.done.
 			s.mu.Lock()
 			if ch, ok := s.waiters[""]; ok {
-				ch <- nil
+				select {
+				case ch <- nil:
+				default:
+				}
 			}
 			s.mu.Unlock()
 			return
@@ -80,11 +84,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if len(req.Command) == 0 {
 		return res, errors.New("exec: empty command")
 	}
-	io, err := newStdio(req)
+	std, err := newStdio(req)
 	if err != nil {
 		return res, err
 	}
-	defer io.abort()
+	defer std.abort()
 	before := s.sample()
 	ch := make(chan *message, 4)
 	s.mu.Lock()
@@ -101,10 +105,10 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	m := &message{Kind: msgExec, ID: req.ID, Exec: &execSpec{Argv: req.Command, Env: s.env(req), Dir: workdir}}
 	start := time.Now()
-	if err := s.ctl.send(m, io.child[:]...); err != nil {
+	if err := s.ctl.send(m, std.child[:]...); err != nil {
 		return res, fmt.Errorf("exec %s: sandbox %s is gone: %w", req.ID, s.id, err)
 	}
-	io.closeChildEnds()
+	std.closeChildEnds()
 
 	var killTimer <-chan time.Time
 	done := ctx.Done()
@@ -121,7 +125,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				if res.ExitCode == 0 {
 					res.ExitCode = 127
 				}
-				io.stderrNote("airlock: " + m.Error + "\n")
+				std.stderrNote("airlock: " + m.Error + "\n")
 				waiting = false
 			}
 		case <-done:
@@ -138,7 +142,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 			waiting = false
 			res.ExitCode = 128 + int(unix.SIGKILL)
 			if !res.TimedOut {
-				io.stderrNote("airlock: the sandbox ended while the command ran\n")
+				std.stderrNote("airlock: the sandbox ended while the command ran\n")
 			}
 		}
 	}
@@ -148,7 +152,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if res.TimedOut {
 		grace = 0
 	}
-	io.finish(grace, &res)
+	std.finish(grace, &res)
 	s.account(before, &res)
 	if res.TimedOut {
 		res.ExitCode = sandbox.ExitTimeout
