@@ -151,7 +151,6 @@ func testHostProcesses(t *testing.T, h *Harness) {
 	if res := Exec(t, sb, 10*time.Second, fmt.Sprintf("test -e /proc/%d/status", os.Getpid())); res.ExitCode == 0 && os.Getpid() > 6 {
 		t.Fatalf("host pid %d visible", os.Getpid())
 	}
-	expect(t, Exec(t, sb, 10*time.Second, "cat /proc/1/cmdline | tr '\\0' ' '"), 0, "")
 }
 
 func testHostFiles(t *testing.T, h *Harness) {
@@ -182,11 +181,11 @@ func testLoopbackOnly(t *testing.T, h *Harness) {
 import socket
 try:
     socket.create_connection(("127.0.0.1", %d), timeout=2); print("connected")
-except OSError as e: print("refused")
-try:
-    socket.create_connection(("1.1.1.1", 53), timeout=2); print("internet")
-except OSError as e: print("unreachable")'`, port))
-	expect(t, res, 0, "refused\nunreachable")
+except OSError as e: print("refused")'`, port))
+	expect(t, res, 0, "refused")
+	// No route anywhere: the kernel has nowhere to send a packet (checked without sending one).
+	expect(t, Exec(t, sb, 10*time.Second, "tail -n +2 /proc/net/route | wc -l"), 0, "0")
+	expect(t, Exec(t, sb, 10*time.Second, "grep -vc ' lo$' /proc/net/ipv6_route"), 1, "0")
 }
 
 func testBlockedSyscalls(t *testing.T, h *Harness) {

@@ -6,7 +6,6 @@ package drivertest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -165,5 +164,3 @@ func within(t *testing.T, what string, got, lo, hi float64) {
 		t.Fatalf("%s = %.3f, want between %.3f and %.3f", what, got, lo, hi)
 	}
 }
-
-var _ = fmt.Sprintf
