@@ -46,6 +46,14 @@ func runCmd(e *env, args []string) int {
 		return fail(err)
 	}
 	defer sb.Destroy(context.Background())
+	// Clean up after airlocks that were killed, while the command runs rather than after it.
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		if sw, ok := d.(driver.Sweeper); ok {
+			sw.Sweep(context.Background())
+		}
+	}()
 
 	req := sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: cmd}
 	if asJSON {
@@ -64,9 +72,7 @@ func runCmd(e *env, args []string) int {
 	if derr := sb.Destroy(context.Background()); derr != nil {
 		e.log.Warn("teardown", "sandbox", id, "err", derr)
 	}
-	if sw, ok := d.(driver.Sweeper); ok {
-		sw.Sweep(context.Background())
-	}
+	<-swept
 	if asJSON {
 		writeResult(e.stdout, res)
 	} else {

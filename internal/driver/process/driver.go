@@ -98,7 +98,7 @@ func New(cfg Config, log *slog.Logger) *Driver {
 }
 
 // Sweep removes what killed airlock processes left behind (see SweepOrphans) and logs it. Callers
-// run it off the hot path: the one-shot runner after its command, the daemon at start.
+// run it off the hot path: the one-shot runner while its command runs, the daemon at start.
 func (d *Driver) Sweep(ctx context.Context) {
 	if swept := d.SweepOrphans(ctx); len(swept) > 0 {
 		d.log.Info("removed orphaned sandbox cgroups", "cgroups", swept)
