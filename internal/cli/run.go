@@ -172,8 +172,8 @@ func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, 
 	}
 	spec.Filesystem = sandbox.Filesystem{ReadOnly: ro, ReadWrite: rw, Blocked: block}
 	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(timeout.Seconds()))
-	spec.SetDefaults()
-	if err := spec.Validate(); err != nil {
+	sandbox.SetDefaults(&spec)
+	if err := sandbox.Validate(&spec); err != nil {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
 		return spec, 0, false, nil, sandbox.ExitSetupError
 	}

@@ -4,6 +4,8 @@ package driver
 
 import (
 	"context"
+	"os"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -57,4 +59,51 @@ type Check struct {
 	// Required checks make the level unavailable when they fail; others only weaken it (and
 	// doctor says so).
 	Required bool `json:"required"`
+}
+
+// Watcher is a sandbox that can end by itself (its init died, its VM crashed). Done is closed
+// when that happens; the daemon then marks the sandbox failed and destroys it.
+type Watcher interface {
+	Done() <-chan struct{}
+}
+
+// Pauser is a sandbox whose processes can be frozen and thawed (cgroup freezer). A paused sandbox
+// uses no CPU; its memory stays allocated.
+type Pauser interface {
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+}
+
+// Statser is a sandbox that can report its kernel counters, for the metrics API.
+type Statser interface {
+	Usage(ctx context.Context) (Usage, error)
+}
+
+// Usage is a reading of a sandbox's kernel counters; cumulative values count from its creation.
+type Usage struct {
+	CPUTime          time.Duration
+	MemoryBytes      int64
+	MemoryPeakBytes  int64
+	MemoryLimitBytes int64
+	Pids             int64
+	PidsLimit        int64
+	DiskUsedBytes    int64
+	DiskLimitBytes   int64
+	NetTxBytes       int64
+	NetRxBytes       int64
+}
+
+// FileRooter is a sandbox whose root filesystem the host can reach directly, for the files API.
+type FileRooter interface {
+	// FileRoot opens the sandbox's root directory as its processes see it (the caller closes
+	// it), and says which host uid and gid own files the sandbox's user creates. The files API
+	// resolves every path beneath this directory with the kernel's RESOLVE_IN_ROOT, so neither
+	// ".." nor a symlink can lead out of it.
+	FileRoot() (root *os.File, uid, gid int, err error)
+}
+
+// Reclaimer is a level that can release what is left of one sandbox whose driver object is gone,
+// e.g. after the daemon was killed: its cgroup, state files, network namespace.
+type Reclaimer interface {
+	Reclaim(ctx context.Context, id string) error
 }

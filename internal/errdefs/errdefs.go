@@ -19,6 +19,16 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrSetup: a sandbox could not be set up on a host that should support it (HTTP 500, exit 125).
 	ErrSetup = errors.New("sandbox setup failed")
+	// ErrUnauthenticated: no API key, or one that is unknown or revoked (HTTP 401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied: the caller may not do this, e.g. read a blocked path (HTTP 403).
+	ErrPermissionDenied = errors.New("permission denied")
+	// ErrTooLarge: the request or upload is larger than allowed (HTTP 413).
+	ErrTooLarge = errors.New("too large")
+	// ErrQuota: a tenant quota or rate limit is exhausted (HTTP 429).
+	ErrQuota = errors.New("quota exceeded")
+	// ErrNoSpace: the sandbox's writable layer is full (HTTP 507).
+	ErrNoSpace = errors.New("no space left in the sandbox")
 )
 
 // FieldError is an ErrInvalidArgument that names the offending input field, so that the API can

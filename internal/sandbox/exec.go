@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"io"
-	"time"
+	"syscall"
+
+	"github.com/airlockrun/airlock/api"
 )
 
 // DefaultOutputLimit caps what is kept of each of stdout and stderr of one exec. Past it the
@@ -23,10 +25,22 @@ type ExecRequest struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 
+	// TTY runs the command on a new pseudo-terminal inside the sandbox, as the controlling
+	// terminal of its session: Stdin feeds the terminal and Stdout receives everything it prints
+	// (stderr included). Rows and Cols are its first size; Resize changes it.
+	TTY        bool
+	Rows, Cols uint16
+	Resize     <-chan Winsize
+	// Signal delivers signals to the command's process group while it runs.
+	Signal <-chan syscall.Signal
+
 	// Capture keeps up to OutputLimit bytes of each output stream in the result.
 	Capture     bool
 	OutputLimit int64 // default DefaultOutputLimit
 }
+
+// Winsize is a terminal's size in characters.
+type Winsize struct{ Rows, Cols uint16 }
 
 // Limit event types (SPEC §2): every limit that is hit is reported with one of these.
 const (
@@ -38,34 +52,12 @@ const (
 	EventLimitOutput  = "limit.output"
 )
 
-// LimitEvent says that a limit was hit during an exec.
-type LimitEvent struct {
-	Type    string    `json:"type"`
-	Message string    `json:"message"`
-	Count   int64     `json:"count,omitempty"` // how many times, where the kernel counts
-	Time    time.Time `json:"time"`
-}
-
-// ResourceUsage is measured by the kernel (cgroup counters, interface counters), never estimated.
-type ResourceUsage struct {
-	PeakMemoryMB       float64 `json:"peakMemoryMb"`
-	CPUTimeMs          int64   `json:"cpuTimeMs"`
-	NetworkEgressBytes int64   `json:"networkEgressBytes"`
-}
-
-// ExecResult is the exec result object of SPEC §6.
-type ExecResult struct {
-	ExecutionID   string        `json:"executionId"`
-	ExitCode      int           `json:"exitCode"`
-	Stdout        string        `json:"stdout"`
-	Stderr        string        `json:"stderr"`
-	DurationMs    int64         `json:"durationMs"`
-	TimedOut      bool          `json:"timedOut"`
-	OOMKilled     bool          `json:"oomKilled"`
-	Truncated     bool          `json:"truncated"`
-	LimitEvents   []LimitEvent  `json:"limitEvents"`
-	ResourceUsage ResourceUsage `json:"resourceUsage"`
-}
+// The result types are the wire types of package api.
+type (
+	LimitEvent    = api.LimitEvent
+	ResourceUsage = api.ResourceUsage
+	ExecResult    = api.ExecResult
+)
 
 // Exit codes with a fixed meaning (SPEC §7).
 const (

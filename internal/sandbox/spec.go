@@ -9,84 +9,44 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
 )
 
 // Isolation levels of SPEC §1.
 const (
-	LevelProcess   = "process"
-	LevelContainer = "container"
-	LevelWasm      = "wasm"
-	LevelMicroVM   = "microvm"
-	LevelEnclave   = "enclave"
+	LevelProcess   = api.LevelProcess
+	LevelContainer = api.LevelContainer
+	LevelWasm      = api.LevelWasm
+	LevelMicroVM   = api.LevelMicroVM
+	LevelEnclave   = api.LevelEnclave
 )
 
 // Egress policies of SPEC §4.
 const (
-	EgressNone       = "none"
-	EgressRestricted = "restricted"
-	EgressOpen       = "open"
+	EgressNone       = api.EgressNone
+	EgressRestricted = api.EgressRestricted
+	EgressOpen       = api.EgressOpen
 )
 
 // Users a sandbox's commands can run as.
 const (
-	UserAgent = "agent" // uid 1000 inside the sandbox
-	UserRoot  = "root"  // uid 0 inside the sandbox's user namespace, no capabilities, unprivileged on the host
+	UserAgent = api.UserAgent
+	UserRoot  = api.UserRoot
 )
 
 // AgentUID is the uid (and gid) of the "agent" user inside every sandbox.
 const AgentUID = 1000
 
-// Spec is everything a sandbox is created with. The zero value of every field means "the default";
-// call SetDefaults then Validate. JSON names are the wire names of SPEC §6.
-type Spec struct {
-	Name        string            `json:"name,omitempty"`
-	Isolation   string            `json:"isolation,omitempty"`
-	Runtime     string            `json:"runtime,omitempty"` // container level: runsc or runc
-	AgentID     string            `json:"agentId,omitempty"`
-	Image       string            `json:"image,omitempty"`
-	Rootfs      string            `json:"rootfs,omitempty"` // a host directory used as the root filesystem
-	User        string            `json:"user,omitempty"`
-	Workdir     string            `json:"workdir,omitempty"`
-	Environment map[string]string `json:"environment,omitempty"`
-	Resources   Resources         `json:"resources"`
-	Network     Network           `json:"network"`
-	Filesystem  Filesystem        `json:"filesystem"`
-	Timeout     Timeout           `json:"timeout"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-}
-
-// Resources are the limits of SPEC §2. Zero means the default; a value above the maximum is an
-// error, never clamped.
-type Resources struct {
-	CPU          float64 `json:"cpu,omitempty"`          // vCPUs
-	MemoryMB     int64   `json:"memoryMb,omitempty"`     // cgroup memory limit
-	DiskMB       int64   `json:"diskMb,omitempty"`       // size of the writable layer
-	NetworkMbps  int64   `json:"networkMbps,omitempty"`  // egress shaping
-	MaxProcesses int64   `json:"maxProcesses,omitempty"` // pids limit
-	MaxOpenFiles int64   `json:"maxOpenFiles,omitempty"` // RLIMIT_NOFILE
-}
-
-// Network is the egress policy of SPEC §4.
-type Network struct {
-	EgressPolicy      string   `json:"egressPolicy,omitempty"`
-	AllowedDomains    []string `json:"allowedDomains,omitempty"`
-	BlockLocalNetwork *bool    `json:"blockLocalNetwork,omitempty"`
-}
-
-// Filesystem holds host paths mounted into the sandbox ("HOST[:DEST]") and sandbox paths made
-// inaccessible.
-type Filesystem struct {
-	ReadOnly  []string `json:"readOnly,omitempty"`
-	ReadWrite []string `json:"readWrite,omitempty"`
-	Blocked   []string `json:"blocked,omitempty"`
-}
-
-// Timeout bounds a sandbox's life.
-type Timeout struct {
-	MaxDurationSeconds int64 `json:"maxDurationSeconds,omitempty"`
-	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
-}
+// The specification types are the wire types of package api; this package owns their defaults
+// and validation. Call SetDefaults then Validate.
+type (
+	Spec       = api.Spec
+	Resources  = api.Resources
+	Network    = api.Network
+	Filesystem = api.Filesystem
+	Timeout    = api.Timeout
+)
 
 // Limit is one row of the resource table: the default and the inclusive range.
 type Limit struct {
@@ -122,7 +82,7 @@ func (l Limit) Check(v float64) error {
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // SetDefaults fills every zero field with its default.
-func (s *Spec) SetDefaults() {
+func SetDefaults(s *Spec) {
 	if s.Isolation == "" {
 		s.Isolation = LevelProcess
 	}
@@ -162,7 +122,7 @@ func defInt(v *int64, l Limit) {
 }
 
 // Validate checks a defaulted Spec. The error is a *errdefs.FieldError naming the first bad field.
-func (s *Spec) Validate() error {
+func Validate(s *Spec) error {
 	switch s.Isolation {
 	case LevelProcess, LevelContainer, LevelWasm, LevelMicroVM, LevelEnclave:
 	default:

@@ -10,8 +10,8 @@ import (
 
 func TestDefaults(t *testing.T) {
 	var s Spec
-	s.SetDefaults()
-	if err := s.Validate(); err != nil {
+	SetDefaults(&s)
+	if err := Validate(&s); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	r := s.Resources
@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults %+v", s)
 	}
 	s = Spec{Network: Network{AllowedDomains: []string{"example.com"}}}
-	s.SetDefaults()
+	SetDefaults(&s)
 	if s.Network.EgressPolicy != EgressRestricted {
 		t.Fatalf("allowedDomains must default the policy to restricted, got %q", s.Network.EgressPolicy)
 	}
@@ -63,9 +63,9 @@ func TestValidate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s Spec
-			s.SetDefaults()
+			SetDefaults(&s)
 			c.edit(&s)
-			err := s.Validate()
+			err := Validate(&s)
 			if c.field == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)

@@ -59,8 +59,8 @@ func Run(t *testing.T, d driver.Driver, opts Options) {
 func (h *Harness) New(t *testing.T, spec sandbox.Spec) driver.Sandbox {
 	t.Helper()
 	spec.Isolation = h.D.Name()
-	spec.SetDefaults()
-	if err := spec.Validate(); err != nil {
+	sandbox.SetDefaults(&spec)
+	if err := sandbox.Validate(&spec); err != nil {
 		t.Fatalf("spec: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

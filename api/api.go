@@ -1,0 +1,207 @@
+// Package api holds the wire types of airlock's HTTP API (SPEC §6): what the daemon accepts and
+// returns, shared by the daemon and the Go SDK (package client). It imports only the standard
+// library, so that any Go program can use it.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Isolation levels (SPEC §1).
+const (
+	LevelProcess   = "process"
+	LevelContainer = "container"
+	LevelWasm      = "wasm"
+	LevelMicroVM   = "microvm"
+	LevelEnclave   = "enclave"
+)
+
+// Egress policies (SPEC §4).
+const (
+	EgressNone       = "none"
+	EgressRestricted = "restricted"
+	EgressOpen       = "open"
+)
+
+// Users a sandbox's commands can run as.
+const (
+	UserAgent = "agent" // uid 1000 inside the sandbox
+	UserRoot  = "root"  // uid 0 inside the sandbox's user namespace, no capabilities, unprivileged on the host
+)
+
+// Spec is everything a sandbox is created with: the body of POST /api/v1/sandboxes. The zero value
+// of every field means "the default" (SPEC §2).
+type Spec struct {
+	Name        string            `json:"name,omitempty"`
+	Isolation   string            `json:"isolation,omitempty"`
+	Runtime     string            `json:"runtime,omitempty"` // container level: runsc or runc
+	AgentID     string            `json:"agentId,omitempty"`
+	Template    string            `json:"template,omitempty"` // "host" (the default)
+	Image       string            `json:"image,omitempty"`
+	Rootfs      string            `json:"rootfs,omitempty"` // a host directory used as the root filesystem
+	User        string            `json:"user,omitempty"`
+	Workdir     string            `json:"workdir,omitempty"`
+	Environment map[string]string `json:"environment,omitempty"`
+	Resources   Resources         `json:"resources"`
+	Network     Network           `json:"network"`
+	Filesystem  Filesystem        `json:"filesystem"`
+	Timeout     Timeout           `json:"timeout"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// Resources are the limits of SPEC §2. Zero means the default; a value above the maximum is an
+// error, never clamped.
+type Resources struct {
+	CPU          float64 `json:"cpu,omitempty"`          // vCPUs
+	MemoryMB     int64   `json:"memoryMb,omitempty"`     // cgroup memory limit
+	DiskMB       int64   `json:"diskMb,omitempty"`       // size of the writable layer
+	NetworkMbps  int64   `json:"networkMbps,omitempty"`  // egress shaping
+	MaxProcesses int64   `json:"maxProcesses,omitempty"` // pids limit
+	MaxOpenFiles int64   `json:"maxOpenFiles,omitempty"` // RLIMIT_NOFILE
+}
+
+// Network is the egress policy of SPEC §4.
+type Network struct {
+	EgressPolicy      string   `json:"egressPolicy,omitempty"`
+	AllowedDomains    []string `json:"allowedDomains,omitempty"`
+	BlockLocalNetwork *bool    `json:"blockLocalNetwork,omitempty"`
+}
+
+// Filesystem holds host paths mounted into the sandbox ("HOST[:DEST]") and sandbox paths made
+// inaccessible.
+type Filesystem struct {
+	ReadOnly  []string `json:"readOnly,omitempty"`
+	ReadWrite []string `json:"readWrite,omitempty"`
+	Blocked   []string `json:"blocked,omitempty"`
+}
+
+// Timeout bounds a sandbox's life.
+type Timeout struct {
+	MaxDurationSeconds int64 `json:"maxDurationSeconds,omitempty"`
+	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
+}
+
+// Sandbox states (SPEC §5).
+const (
+	StatusProvisioning = "provisioning"
+	StatusReady        = "ready"
+	StatusRunning      = "running"
+	StatusPaused       = "paused"
+	StatusCompleted    = "completed"
+	StatusFailed       = "failed"
+	StatusTerminated   = "terminated"
+)
+
+// Sandbox is a sandbox as the API shows it.
+type Sandbox struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Reason is why the sandbox entered its current status (e.g. "idle", "timeout", "daemon_restart").
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// ExpiresAt is when timeout.maxDurationSeconds ends the sandbox.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Spec is the sandbox's defaulted specification; its fields appear at the top level.
+	Spec
+	Endpoints   Endpoints    `json:"endpoints"`
+	Transitions []Transition `json:"transitions,omitempty"`
+}
+
+// Endpoints are the sandbox's routes, relative to the daemon's address.
+type Endpoints struct {
+	Exec    string `json:"exec"`
+	Files   string `json:"files"`
+	Logs    string `json:"logs"`
+	Metrics string `json:"metrics"`
+}
+
+// Transition is one recorded change of a sandbox's status.
+type Transition struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Command is a command line: an argv array, or a string that is run by /bin/sh -c.
+type Command []string
+
+// Shell returns the command that runs line with /bin/sh -c.
+func Shell(line string) Command { return Command{"/bin/sh", "-c", line} }
+
+// UnmarshalJSON accepts a string (run by /bin/sh -c) or an array of strings (argv).
+func (c *Command) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = Shell(s)
+		return nil
+	}
+	var argv []string
+	if err := json.Unmarshal(b, &argv); err != nil {
+		return fmt.Errorf("command must be a string or an array of strings")
+	}
+	*c = argv
+	return nil
+}
+
+// ExecRequest is the body of POST /api/v1/sandboxes/{id}/exec.
+type ExecRequest struct {
+	Command Command           `json:"command"`
+	Stdin   string            `json:"stdin,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+	// Timeout in seconds; 0 means no limit but the sandbox's own lifetime.
+	Timeout float64 `json:"timeout,omitempty"`
+	// CaptureOutput keeps stdout and stderr in the result (default true).
+	CaptureOutput *bool `json:"captureOutput,omitempty"`
+}
+
+// LimitEvent says that a limit was hit during an exec.
+type LimitEvent struct {
+	Type    string    `json:"type"`
+	Message string    `json:"message"`
+	Count   int64     `json:"count,omitempty"` // how many times, where the kernel counts
+	Time    time.Time `json:"time"`
+}
+
+// ResourceUsage is measured by the kernel, never estimated.
+type ResourceUsage struct {
+	PeakMemoryMB       float64 `json:"peakMemoryMb"`
+	CPUTimeMs          int64   `json:"cpuTimeMs"`
+	NetworkEgressBytes int64   `json:"networkEgressBytes"`
+}
+
+// ExecResult is the exec result object of SPEC §6.
+type ExecResult struct {
+	ExecutionID   string        `json:"executionId"`
+	ExitCode      int           `json:"exitCode"`
+	Stdout        string        `json:"stdout"`
+	Stderr        string        `json:"stderr"`
+	DurationMs    int64         `json:"durationMs"`
+	TimedOut      bool          `json:"timedOut"`
+	OOMKilled     bool          `json:"oomKilled"`
+	Truncated     bool          `json:"truncated"`
+	LimitEvents   []LimitEvent  `json:"limitEvents"`
+	ResourceUsage ResourceUsage `json:"resourceUsage"`
+}
+
+// Execution is the stored record of one exec.
+type Execution struct {
+	ID        string      `json:"id"`
+	SandboxID string      `json:"sandboxId"`
+	Command   []string    `json:"command"`
+	Status    string      `json:"status"` // running, done, lost (the daemon stopped while it ran)
+	StartedAt time.Time   `json:"startedAt"`
+	EndedAt   *time.Time  `json:"endedAt,omitempty"`
+	Result    *ExecResult `json:"result,omitempty"`
+}
+
+// Execution statuses.
+const (
+	ExecRunning = "running"
+	ExecDone    = "done"
+	ExecLost    = "lost"
+)

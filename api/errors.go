@@ -1,0 +1,37 @@
+package api
+
+// Response is the envelope of every answer: {"ok": true, "data": ...} or
+// {"ok": false, "error": {...}}.
+type Response[T any] struct {
+	OK    bool   `json:"ok"`
+	Data  T      `json:"data,omitempty"`
+	Error *Error `json:"error,omitempty"`
+}
+
+// Error is a failed request's reason.
+type Error struct {
+	// Code is stable and machine-readable: invalid_argument, unauthorized, forbidden, not_found,
+	// conflict, payload_too_large, isolation_unavailable, unavailable, quota_exceeded,
+	// insufficient_storage, internal.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Field is the JSON path of the offending input field, when one is to blame.
+	Field string `json:"field,omitempty"`
+	// Status is the sandbox's current status, for conflict errors.
+	Status string `json:"status,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeInvalidArgument      = "invalid_argument"
+	CodeUnauthorized         = "unauthorized"
+	CodeForbidden            = "forbidden"
+	CodeNotFound             = "not_found"
+	CodeConflict             = "conflict"
+	CodePayloadTooLarge      = "payload_too_large"
+	CodeIsolationUnavailable = "isolation_unavailable"
+	CodeUnavailable          = "unavailable"
+	CodeQuotaExceeded        = "quota_exceeded"
+	CodeInsufficientStorage  = "insufficient_storage"
+	CodeInternal             = "internal"
+)

@@ -1,0 +1,81 @@
+package api
+
+import "time"
+
+// FileInfo describes one file inside a sandbox.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Type    string    `json:"type"` // file, dir, symlink, other
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"` // permission bits in octal, e.g. "0644"
+	ModTime time.Time `json:"modTime"`
+	// Target is where a symlink points.
+	Target string `json:"target,omitempty"`
+}
+
+// File types of FileInfo.Type.
+const (
+	FileRegular = "file"
+	FileDir     = "dir"
+	FileSymlink = "symlink"
+	FileOther   = "other"
+)
+
+// MetricsSample is one reading of a sandbox's kernel counters.
+type MetricsSample struct {
+	Time time.Time `json:"time"`
+	// CPUTimeMs is the CPU time used since the sandbox started; CPUPercent is the use since the
+	// previous sample (100 = one full vCPU).
+	CPUTimeMs       int64   `json:"cpuTimeMs"`
+	CPUPercent      float64 `json:"cpuPercent"`
+	MemoryBytes     int64   `json:"memoryBytes"`
+	MemoryPeakBytes int64   `json:"memoryPeakBytes"`
+	MemoryLimit     int64   `json:"memoryLimitBytes"`
+	Pids            int64   `json:"pids"`
+	PidsLimit       int64   `json:"pidsLimit"`
+	DiskUsedBytes   int64   `json:"diskUsedBytes"`
+	DiskLimitBytes  int64   `json:"diskLimitBytes"`
+	NetworkTxBytes  int64   `json:"networkTxBytes"`
+	NetworkRxBytes  int64   `json:"networkRxBytes"`
+}
+
+// Metrics is GET /api/v1/sandboxes/{id}/metrics: the current reading and the recent ones, oldest
+// first.
+type Metrics struct {
+	SandboxID string          `json:"sandboxId"`
+	Current   MetricsSample   `json:"current"`
+	Recent    []MetricsSample `json:"recent"`
+}
+
+// Capabilities is GET /api/v1/capabilities: what this host offers, and why not.
+type Capabilities struct {
+	Version string            `json:"version"`
+	Levels  []LevelCapability `json:"levels"`
+	// Features are the API's optional capabilities and whether this daemon has them.
+	Features map[string]bool `json:"features"`
+}
+
+// LevelCapability is one isolation level on this host.
+type LevelCapability struct {
+	Level     string   `json:"level"`
+	Available bool     `json:"available"`
+	Reason    string   `json:"reason,omitempty"`
+	Fix       string   `json:"fix,omitempty"`
+	Features  []string `json:"features,omitempty"`
+}
+
+// Key is an API key as listed; the secret itself is shown once, at creation (NewKey).
+type Key struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+// Health is GET /healthz.
+type Health struct {
+	Status    string `json:"status"` // "ok"
+	Version   string `json:"version"`
+	Sandboxes int    `json:"sandboxes"` // live sandboxes
+}
