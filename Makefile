@@ -6,7 +6,7 @@ BIN      := bin/airlock
 # A static binary: no dynamic loader at every sandbox start, same binary on every host.
 export CGO_ENABLED := 0
 
-.PHONY: all deps build run test bench vet fmt clean
+.PHONY: all deps build run demo test bench bench-daemon vet fmt clean
 
 all: build
 
@@ -16,16 +16,16 @@ deps:
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
 
-# The main job: set up, build, show what this host offers, run code in sandboxes.
+# The main job: set up, build, start airlock serve on loopback with a local data dir, create a
+# first API key and print a copy-paste example (Ctrl-C stops it).
 run: deps build
-	@echo '$$ airlock doctor'
 	@$(BIN) doctor
-	@echo
+	@scripts/quickstart.sh
+
+# The one-shot runner, no daemon: a few sandboxes, a memory bomb among them.
+demo: deps build
 	@echo "\$$ airlock run --memory 256M --pids 64 --timeout 10s -- python3 -c 'print(\"hi\")'"
 	@$(BIN) run --memory 256M --pids 64 --timeout 10s -- python3 -c 'print("hi")'
-	@echo
-	@echo "\$$ airlock run --json -- sh -c 'echo out; echo err >&2; exit 3'"
-	@$(BIN) run --json -- sh -c 'echo out; echo err >&2; exit 3' || echo "(exit status $$?)"
 	@echo
 	@echo "\$$ airlock run --memory 64M -- python3 -c 'bytearray(1<<30)'   # a memory bomb"
 	@$(BIN) run --memory 64M -- python3 -c 'bytearray(1<<30)' || echo "(exit status $$? — killed by the memory limit)"
@@ -38,9 +38,14 @@ vet:
 test: deps vet build
 	$(GO) test -count=1 -timeout 30m ./...
 
-# Startup speed beside bubblewrap and unshare, interleaved in one run (see README).
+# Startup speed beside bubblewrap and unshare, interleaved in one run, then the daemon's API
+# beside a local sh (see README).
 bench: deps build
 	$(GO) run ./test/bench -airlock $(BIN)
+	$(GO) run ./test/bench/daemon -airlock $(BIN)
+
+bench-daemon: deps build
+	$(GO) run ./test/bench/daemon -airlock $(BIN)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

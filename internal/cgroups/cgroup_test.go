@@ -234,6 +234,7 @@ func TestMemoryLimitOOMKills(t *testing.T) {
 	if s.OOMKills < 1 {
 		t.Errorf("OOMKills = %d, want >= 1", s.OOMKills)
 	}
+	checkEvents(t, c, s)
 	// Kernels since about 6.15 keep no failcnt for v1's memory+swap
 	// counter, which is charged first once memsw.limit_in_bytes is set, so
 	// a v1 host with swap accounting may legitimately report 0 here.
@@ -260,6 +261,7 @@ func TestPidsLimit(t *testing.T) {
 	if s.PidsLimitHits < 1 {
 		t.Errorf("PidsLimitHits = %d, want >= 1", s.PidsLimitHits)
 	}
+	checkEvents(t, c, s)
 	if s.Pids > 10 {
 		t.Errorf("Pids = %d beyond the limit of 10", s.Pids)
 	}
@@ -287,6 +289,32 @@ func TestCPULimit(t *testing.T) {
 	}
 	if after.ThrottledPeriods < 1 || after.Throttled <= 0 {
 		t.Errorf("no throttling recorded: %+v", after)
+	}
+	if e, err := c.Events(); err != nil || e.ThrottledPeriods < after.ThrottledPeriods {
+		t.Errorf("Events() = %+v, %v; want at least the %d throttled periods of Stats", e, err, after.ThrottledPeriods)
+	}
+}
+
+// checkEvents checks that Events and an EventReader agree with a Stats read just before
+// (counters only grow).
+func checkEvents(t *testing.T, c *Cgroup, s Stats) {
+	t.Helper()
+	e, err := c.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.OOMKills < s.OOMKills || e.PidsLimitHits < s.PidsLimitHits || e.ThrottledPeriods < s.ThrottledPeriods {
+		t.Errorf("Events() = %+v behind Stats() = %+v", e, s)
+	}
+	r, err := c.OpenEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := 0; i < 2; i++ { // the second read regenerates the files from offset 0
+		if e, err := r.Read(); err != nil || e.OOMKills < s.OOMKills || e.PidsLimitHits < s.PidsLimitHits || e.ThrottledPeriods < s.ThrottledPeriods {
+			t.Errorf("EventReader.Read() = %+v, %v behind Stats() = %+v", e, err, s)
+		}
 	}
 }
 

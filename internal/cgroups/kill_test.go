@@ -77,6 +77,12 @@ func TestKillForkBombInNestedCgroups(t *testing.T) {
 		t.Skip("needs /usr/bin/python3")
 	}
 	c := newCgroup(t, l, Resources{Pids: 40})
+	// Opened while the cgroup has no children: reads must still find the nested ones' events.
+	events, err := c.OpenEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
 	p := startIn(t, c, `exec /usr/bin/python3 -c '
 import os, time
 while True:
@@ -107,6 +113,9 @@ while True:
 	}
 	if pids, _ := c.Procs(); len(pids) < 10 {
 		t.Fatalf("Procs() = %v, want the bomb's processes from the nested cgroup", pids)
+	}
+	if e, err := events.Read(); err != nil || e.PidsLimitHits == 0 {
+		t.Fatalf("EventReader.Read() = %+v, %v: missed the nested cgroup's pids.max hits", e, err)
 	}
 	start := time.Now()
 	if err := c.Kill(ctxTimeout(t, 10*time.Second)); err != nil {

@@ -25,6 +25,17 @@ type verb struct {
 func verbs() []verb {
 	return []verb{
 		{"run", "run [flags] -- CMD [ARG...]   one-shot sandbox, no daemon; exits with CMD's status", runCmd},
+		{"serve", "serve [--listen ADDR] [--data-dir DIR] [--config FILE]   the daemon and its HTTP API", serveCmd},
+		{"keys", "keys create --tenant NAME | ls | revoke KEY   API keys of the daemon (printed once)", keysCmd},
+		{"create", "create [flags]                 create a sandbox on the daemon and print its ID", createCmd},
+		{"ls", "ls [flags]                     list the daemon's sandboxes (terminated ones too with -a)", lsCmd},
+		{"inspect", "inspect [--json] ID            one sandbox in detail", inspectCmd},
+		{"exec", "exec [-it] ID [--] CMD...      run a command in a sandbox; exits with its status", execCmd},
+		{"logs", "logs [-f] ID                   a sandbox's output and events", logsCmd},
+		{"cp", "cp SRC DST                     copy a file in (LOCAL ID:/PATH) or out (ID:/PATH LOCAL)", cpCmd},
+		{"pause", "pause ID...                    freeze every process of sandboxes", pauseCmd},
+		{"resume", "resume ID...                   thaw paused sandboxes", resumeCmd},
+		{"rm", "rm ID...                       terminate sandboxes", rmCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
 		{"version", "version                        print the version", versionCmd},
 	}
@@ -60,9 +71,11 @@ func usage(w io.Writer) {
 
 // newLogger logs to stderr at the level in AIRLOCK_LOG (debug, info, warn, error; default warn),
 // so that a one-shot run prints nothing of its own unless something is wrong.
-func newLogger(w io.Writer) *slog.Logger {
+func newLogger(w io.Writer) *slog.Logger { return newLoggerAt(w, os.Getenv("AIRLOCK_LOG")) }
+
+func newLoggerAt(w io.Writer, level string) *slog.Logger {
 	lvl := slog.LevelWarn
-	switch strings.ToLower(os.Getenv("AIRLOCK_LOG")) {
+	switch strings.ToLower(level) {
 	case "debug":
 		lvl = slog.LevelDebug
 	case "info":

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,8 +27,41 @@ type Config struct {
 	DataDir string `json:"dataDir"`
 	// Listen is the daemon's address. Default 127.0.0.1:7070.
 	Listen string `json:"listen"`
+	// TLS makes the daemon serve HTTPS. A Listen address that is not loopback requires it, or
+	// Insecure.
+	TLS TLSConfig `json:"tls"`
+	// Insecure allows plain HTTP on a non-loopback address (API keys then cross the network in
+	// the clear).
+	Insecure bool `json:"insecure"`
+	// Database configures the embedded SQLite store in DataDir.
+	Database DatabaseConfig `json:"database"`
+	// Limits are the daemon's quotas.
+	Limits LimitsConfig `json:"limits"`
 	// Process configures the process isolation level.
 	Process ProcessConfig `json:"process"`
+}
+
+// TLSConfig names the daemon's certificate and key (PEM files).
+type TLSConfig struct {
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+}
+
+// DatabaseConfig configures the store.
+type DatabaseConfig struct {
+	// Sync is "normal" (default: a committed record survives a crash or kill -9 of the daemon,
+	// not a power loss) or "full" (fsync on every commit: survives power loss; slower execs).
+	Sync string `json:"sync"`
+}
+
+// LimitsConfig are the daemon's quotas.
+type LimitsConfig struct {
+	// MaxSandboxesPerTenant caps a tenant's live sandboxes (HTTP 429 beyond). Default 100.
+	MaxSandboxesPerTenant int `json:"maxSandboxesPerTenant"`
+	// MaxBodyBytes caps a JSON request body (HTTP 413 beyond). Default 1 MiB.
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxUploadBytes caps one upload of the files API. Default 1 GiB.
+	MaxUploadBytes int64 `json:"maxUploadBytes"`
 }
 
 // ProcessConfig is the file form of process.Config.
@@ -43,10 +77,12 @@ type ProcessConfig struct {
 func Default() Config {
 	p := process.DefaultConfig()
 	return Config{
-		Version: Version,
-		DataDir: defaultDataDir(),
-		Listen:  "127.0.0.1:7070",
-		Process: ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase},
+		Version:  Version,
+		DataDir:  defaultDataDir(),
+		Listen:   "127.0.0.1:7070",
+		Database: DatabaseConfig{Sync: "normal"},
+		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30},
+		Process:  ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase},
 	}
 }
 
@@ -84,6 +120,15 @@ func (c Config) Validate() error {
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("config: dataDir %q must be an absolute path", c.DataDir)
 	}
+	if err := c.checkListen(); err != nil {
+		return err
+	}
+	if c.Database.Sync != "normal" && c.Database.Sync != "full" {
+		return fmt.Errorf("config: database.sync must be normal or full (got %q)", c.Database.Sync)
+	}
+	if c.Limits.MaxSandboxesPerTenant < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.MaxUploadBytes < 1 {
+		return errors.New("config: limits.maxSandboxesPerTenant must be ≥ 1, maxBodyBytes ≥ 1024 and maxUploadBytes ≥ 1")
+	}
 	if p := c.Process.CgroupParent; p == "" || filepath.IsAbs(p) || filepath.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
 		return fmt.Errorf("config: process.cgroupParent %q must be a clean relative cgroup path", c.Process.CgroupParent)
 	}
@@ -100,3 +145,28 @@ func (c Config) ProcessDriver() process.Config {
 	p.StateDir = filepath.Join(c.DataDir, "process")
 	return p
 }
+
+// checkListen refuses to send API keys in the clear over a network: a non-loopback address needs
+// TLS or an explicit Insecure.
+func (c Config) checkListen() error {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("config: listen %q: want HOST:PORT, e.g. 127.0.0.1:7070", c.Listen)
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		return errors.New("config: tls.cert and tls.key go together")
+	}
+	if c.TLS.Cert != "" || c.Insecure {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("config: listen %q is not a loopback address: serve TLS (--tls-cert/--tls-key) or pass --insecure to send API keys in the clear", c.Listen)
+}
+
+// DatabasePath is the store's file.
+func (c Config) DatabasePath() string { return filepath.Join(c.DataDir, "airlock.db") }

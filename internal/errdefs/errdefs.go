@@ -60,3 +60,18 @@ func Invalid(field, format string, args ...any) error {
 func Unavailable(field, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrUnavailable}
 }
+
+// kindError is a message that stands for one of the sentinels.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// New returns an error with a formatted message that errors.Is matches against kind (one of the
+// sentinels above) without the sentinel's text in the message.
+func New(kind error, format string, args ...any) error {
+	return &kindError{msg: fmt.Sprintf(format, args...), kind: kind}
+}

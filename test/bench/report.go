@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/airlockrun/airlock/test/bench/stats"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,7 +31,7 @@ type workloadReport struct {
 type runnerReport struct {
 	Name string   `json:"name"`
 	Argv []string `json:"argv"`
-	summary
+	stats.Summary
 	// SamplesMS are in run order, so drift within a run can be checked afterwards.
 	SamplesMS []float64 `json:"samples_ms"`
 }
@@ -44,14 +46,14 @@ func (w *workloadResult) finish() workloadReport {
 	wr := workloadReport{workload: w.Workload}
 	p50 := map[string]float64{}
 	for _, c := range w.cells {
-		s := summarize(c.samples)
+		s := stats.Summarize(c.samples)
 		p50[c.runner.Name] = s.P50
 		wr.Runners = append(wr.Runners, runnerReport{
-			Name: c.runner.Name, Argv: c.runner.Argv, summary: s, SamplesMS: millis(c.samples),
+			Name: c.runner.Name, Argv: c.runner.Argv, Summary: s, SamplesMS: stats.Millis(c.samples),
 		})
 	}
-	wr.RatioAirlockBwrapP50 = finite(ratio(p50[runAirlock], p50[runBwrap]))
-	wr.RatioAirlockUnshareP50 = finite(ratio(p50[runAirlock], p50[runUnshare]))
+	wr.RatioAirlockBwrapP50 = finite(stats.Ratio(p50[runAirlock], p50[runBwrap]))
+	wr.RatioAirlockUnshareP50 = finite(stats.Ratio(p50[runAirlock], p50[runUnshare]))
 	return wr
 }
 

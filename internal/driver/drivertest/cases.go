@@ -34,6 +34,14 @@ func Cases() []Case {
 		{"TimeoutKillsTree", testTimeout},
 		{"OutputBounded", testOutputBounded},
 		{"ManySandboxes", testManySandboxes},
+		// A long-lived sandbox (longlived.go).
+		{"StatePersists", testStatePersists},
+		{"TTY", testTTY},
+		{"Streams", testStreams},
+		{"PauseResume", testPauseResume},
+		{"Usage", testUsage},
+		{"FileRoot", testFileRoot},
+		{"PerExecUsage", testPerExecUsage},
 	}
 }
 
@@ -240,7 +248,10 @@ func testMemoryBomb(t *testing.T, h *Harness) {
 	if res.ExitCode != sandbox.ExitOOM || !res.OOMKilled || !hasEvent(res, sandbox.EventLimitMemory) {
 		t.Fatalf("memory bomb: exit %d oomKilled %v events %+v stdout %q", res.ExitCode, res.OOMKilled, res.LimitEvents, res.Stdout)
 	}
-	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, 129)
+	// Peak memory is the command's peak resident set (rusage), which also counts resident pages of
+	// files it mapped (python's libraries) that the memory cgroup charged to someone else: it can
+	// pass the limit by those few MiB.
+	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, 160)
 	// The sandbox survives its bomb.
 	expect(t, Exec(t, sb, 10*time.Second, "echo alive"), 0, "alive")
 }

@@ -208,6 +208,9 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	if err := cg.Set(res); err != nil {
 		return fail(fmt.Errorf("cgroup limits: %w", err))
 	}
+	if s.events, err = cg.OpenEvents(); err != nil {
+		return fail(err)
+	}
 	if err := cg.AddProc(s.pid); err != nil {
 		// Init may have died of a setup error first; its own words say more than ESRCH.
 		select {

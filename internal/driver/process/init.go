@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/landlock"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
 )
 
@@ -37,6 +39,13 @@ func Init() {
 }
 
 func runInit() int {
+	// Nothing init holds may reach a command but what it is handed: the control socket (which
+	// would let a command read other execs' requests and their descriptors) and whatever the
+	// airlock process inherited and did not mark close-on-exec.
+	if err := cloexecFrom(controlFd); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock-init:", err)
+		return 1
+	}
 	ctl := initConn{fd: controlFd}
 	buf := make([]byte, maxMessage)
 	fail := func(err error) int {
@@ -158,6 +167,24 @@ func clearCaps() error {
 	return nil
 }
 
+// cloexecFrom marks every descriptor from fd up close-on-exec.
+func cloexecFrom(fd int) error {
+	if err := unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one by one.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= fd {
+			unix.CloseOnExec(n)
+		}
+	}
+	return nil
+}
+
 // loopbackUp brings lo up in the sandbox's fresh network namespace.
 func loopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -229,7 +256,8 @@ func serve(ctl initConn, buf []byte) {
 func reap(ctl initConn, procs map[int]running) {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -242,7 +270,10 @@ func reap(ctl initConn, procs map[int]running) {
 		}
 		delete(procs, pid)
 		unix.Close(r.pidfd)
-		m := &message{Kind: msgExited, ID: r.id}
+		// The command's own usage and that of the descendants it waited for: what this exec
+		// cost, without the background processes of earlier ones. ru_maxrss is in KiB.
+		cpuUs := (ru.Utime.Nano() + ru.Stime.Nano()) / 1000
+		m := &message{Kind: msgExited, ID: r.id, Usage: &rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}}
 		switch {
 		case ws.Exited():
 			m.ExitCode = ws.ExitStatus()
@@ -255,22 +286,35 @@ func reap(ctl initConn, procs map[int]running) {
 }
 
 func startExec(ctl initConn, procs map[int]running, m *message, fds []int) {
-	if m.Exec == nil || len(m.Exec.Argv) == 0 || len(fds) != 3 {
+	e := m.Exec
+	if e == nil || len(e.Argv) == 0 || (e.TTY == nil && len(fds) != 3) || (e.TTY != nil && len(fds) != 0) {
 		ctl.send(&message{Kind: msgError, ID: m.ID, Error: "malformed exec request"})
 		return
 	}
-	e := m.Exec
 	path, err := lookPath(e.Argv[0], e.Env)
 	if err != nil {
 		ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 127})
 		return
 	}
-	pidfd := -1
+	pidfd, master := -1, -1
+	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
+	if e.TTY != nil {
+		var peer int
+		if master, peer, err = openTerminal(*e.TTY); err != nil {
+			ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+			return
+		}
+		defer unix.Close(master)
+		defer unix.Close(peer)
+		fds = []int{peer, peer, peer}
+		// The terminal becomes the controlling terminal of the command's new session.
+		sys.Setctty, sys.Ctty = true, 0
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   e.Dir,
 		Env:   e.Env,
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
-		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+		Sys:   sys,
 	}
 	pid, err := syscall.ForkExec(path, e.Argv, attr)
 	if err != nil {
@@ -283,7 +327,38 @@ func startExec(ctl initConn, procs map[int]running, m *message, fds []int) {
 		return
 	}
 	procs[pid] = running{id: m.ID, pidfd: pidfd}
-	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid})
+	var pass []int
+	if master >= 0 {
+		pass = []int{master}
+	}
+	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid}, pass...)
+}
+
+// openTerminal makes a new pseudo-terminal on the sandbox's own devpts (/dev/ptmx points into
+// it), so that its slave belongs to the sandbox's user, and returns the master and an open slave.
+// It runs after lockdown: /dev is writable for Landlock, and seccomp allows these ioctls.
+func openTerminal(size sandbox.Winsize) (master, slave int, err error) {
+	master, err = unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	fail := func(what string, err error) (int, int, error) {
+		unix.Close(master)
+		return -1, -1, fmt.Errorf("terminal: %s: %w", what, err)
+	}
+	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
+		return fail("unlock", err)
+	}
+	if err := unix.IoctlSetWinsize(master, unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols}); err != nil {
+		return fail("set size", err)
+	}
+	// TIOCGPTPEER (Linux 4.13) opens the slave through the master, not by a path that could
+	// have been replaced.
+	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return fail("open slave", errno)
+	}
+	return master, int(fd), nil
 }
 
 // lookPath finds file in the PATH of env, inside the sandbox's root.

@@ -2,11 +2,14 @@ package process_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +17,8 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +31,7 @@ func TestMain(m *testing.M) {
 
 // newDriver returns a driver with its own cgroup parent and cache, so tests never touch a real
 // airlock's state.
-func newDriver(t *testing.T) *process.Driver {
+func newDriver(t testing.TB) *process.Driver {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the process level creates cgroups and maps a uid range")
@@ -50,7 +55,11 @@ func newDriver(t *testing.T) *process.Driver {
 			os.Remove(d)
 		}
 	})
-	d := process.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	level := slog.LevelWarn
+	if os.Getenv("AIRLOCK_LOG") == "debug" {
+		level = slog.LevelDebug // phase timings of every sandbox and exec
+	}
+	d := process.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	if c := d.Capabilities(); !c.Available {
 		t.Fatalf("process level unavailable on a host that should have it: %s", c.Reason)
 	}
@@ -112,5 +121,149 @@ func TestSweepOrphans(t *testing.T) {
 			t.Errorf("%s/sbx_fresh was swept: a sandbox being set up would lose its cgroup", h)
 		}
 		os.Remove(h + "/sbx_fresh")
+	}
+}
+
+// newSandbox creates a sandbox of d with a defaulted spec and destroys it when t ends.
+func newSandbox(t testing.TB, d *process.Driver, spec sandbox.Spec) *process.Sandbox {
+	t.Helper()
+	sandbox.SetDefaults(&spec)
+	sb, err := d.Create(t.Context(), sandbox.NewID("sbx_"), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	return sb.(*process.Sandbox)
+}
+
+func execSh(t *testing.T, sb *process.Sandbox, timeout time.Duration, script string) (sandbox.ExecResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	return sb.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: []string{"/bin/sh", "-c", script}, Capture: true})
+}
+
+// TestCommandsGetOnlyTheirStdio: nothing init holds — the control socket above all, which would
+// let a command read other execs' requests — is inherited by commands.
+func TestCommandsGetOnlyTheirStdio(t *testing.T) {
+	d := newDriver(t)
+	sb := newSandbox(t, d, sandbox.Spec{})
+	res, err := execSh(t, sb, 10*time.Second, `ls /proc/$$/fd`)
+	if err != nil || res.Stdout != "0\n1\n2\n" {
+		t.Fatalf("descriptors of a command: %q %q %v", res.Stdout, res.Stderr, err)
+	}
+}
+
+// TestDoneWhenInitDies: a sandbox whose init is killed from outside reports it through Done,
+// refuses execs, and Destroy still releases everything.
+func TestDoneWhenInitDies(t *testing.T) {
+	d := newDriver(t)
+	sb := newSandbox(t, d, sandbox.Spec{})
+	if _, err := execSh(t, sb, 10*time.Second, "sleep 30 >/dev/null 2>&1 &"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sb.Done():
+		t.Fatal("Done closed while the sandbox lives")
+	default:
+	}
+	if err := syscall.Kill(sb.InitPid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sb.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed 5 s after init was killed")
+	}
+	if _, err := execSh(t, sb, 10*time.Second, "true"); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("exec into an ended sandbox: %v, want ErrConflict", err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left := d.Leftovers(); len(left) > 0 {
+		t.Fatalf("leftovers: %v", left)
+	}
+}
+
+// TestPausedExecDeadline documents Exec's fallback: a command whose deadline passes while the
+// sandbox is paused cannot be killed by (frozen) init, so its cgroup is killed, which ends the
+// sandbox.
+func TestPausedExecDeadline(t *testing.T) {
+	d := newDriver(t)
+	sb := newSandbox(t, d, sandbox.Spec{})
+	done := make(chan time.Time, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		sb.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: []string{"sleep", "30"}})
+		done <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if err := sb.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case end := <-done:
+		t.Logf("exec returned %v after the pause", end.Sub(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("exec still waiting 5 s after the pause")
+	}
+	select {
+	case <-sb.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sandbox did not end")
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left := d.Leftovers(); len(left) > 0 {
+		t.Fatalf("leftovers: %v", left)
+	}
+}
+
+// slowWriter is a streaming client that falls behind: its first writes take a while.
+type slowWriter struct {
+	mu    sync.Mutex // guards n and slow
+	n     int
+	slow  int
+	delay time.Duration
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.slow > 0 {
+		w.slow--
+		time.Sleep(w.delay)
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// TestOutputDrainedAfterGrace: when a background process keeps stdout open past the grace, what
+// the command wrote before it exited is still delivered, even to a client that fell behind.
+func TestOutputDrainedAfterGrace(t *testing.T) {
+	d := newDriver(t)
+	sb := newSandbox(t, d, sandbox.Spec{})
+	w := &slowWriter{slow: 2, delay: 300 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Stdout: w, Capture: true,
+		Command: []string{"/bin/sh", "-c", `sleep 30 & head -c 100000 /dev/zero | tr '\0' a`}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("exec took %v", took)
+	}
+	if len(res.Stdout) != 100000 || w.n != 100000 {
+		t.Fatalf("captured %d and streamed %d of 100000 bytes", len(res.Stdout), w.n)
 	}
 }

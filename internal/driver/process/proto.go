@@ -2,11 +2,14 @@ package process
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // The driver and the sandbox's init talk over a SOCK_SEQPACKET socket pair: one JSON message per
@@ -17,15 +20,18 @@ import (
 // maxMessage bounds one packet; an exec request with a large environment must still fit.
 const maxMessage = 1 << 20
 
+// maxReply bounds what init sends (statuses, errors): the buffer each sandbox's reader keeps.
+const maxReply = 64 << 10
+
 // Message kinds.
 const (
 	msgConfig  = "config"  // driver → init: set the sandbox up (Config)
 	msgReady   = "ready"   // init → driver: set up, locked down, waiting for execs
 	msgError   = "error"   // init → driver: setup or an exec failed (Error, ID)
 	msgPlaced  = "placed"  // driver → init: you are in the sandbox's cgroup; lock down
-	msgExec    = "exec"    // driver → init: start a command (Exec) with 3 fds
-	msgStarted = "started" // init → driver: the command runs (ID, Pid)
-	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal)
+	msgExec    = "exec"    // driver → init: start a command (Exec) with 3 fds, or none for a TTY
+	msgStarted = "started" // init → driver: the command runs (ID, Pid; a TTY's master as the fd)
+	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal, Usage)
 	msgSignal  = "signal"  // driver → init: signal a command's process group (ID, Signal)
 )
 
@@ -37,7 +43,18 @@ type message struct {
 	Pid      int         `json:"pid,omitempty"`
 	ExitCode int         `json:"exitCode,omitempty"`
 	Signal   int         `json:"signal,omitempty"`
+	Usage    *rusage     `json:"usage,omitempty"`
 	Error    string      `json:"error,omitempty"`
+
+	// files are the descriptors that came with the message to the driver; whoever takes the
+	// message owns them.
+	files []*os.File
+}
+
+// closeFiles closes the descriptors a message brought that nobody took.
+func (m *message) closeFiles() {
+	closeAll(m.files)
+	m.files = nil
 }
 
 // execSpec is one command for init to start.
@@ -45,6 +62,16 @@ type execSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
+	// TTY, when set, runs the command on a new terminal of the sandbox's devpts of this size;
+	// init sends the master back with msgStarted.
+	TTY *sandbox.Winsize `json:"tty,omitempty"`
+}
+
+// rusage is what the kernel reports for a reaped command (wait4): its own usage plus that of the
+// descendants it waited for. Background processes it left behind are not in it.
+type rusage struct {
+	CPUMicros int64 `json:"cpuUs"`     // user + system time
+	MaxRSSKiB int64 `json:"maxRssKiB"` // peak resident set of the largest of them
 }
 
 // conn is the driver's end of the control socket; it uses Go's netpoller, so a daemon with many
@@ -75,9 +102,9 @@ func socketPair() (driverEnd, initEnd *os.File, err error) {
 }
 
 func (c *conn) send(m *message, files ...*os.File) error {
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
+	var fds []int
+	for _, f := range files {
+		fds = append(fds, int(f.Fd()))
 	}
 	b, oob, err := encode(m, fds)
 	if err != nil {
@@ -87,20 +114,28 @@ func (c *conn) send(m *message, files ...*os.File) error {
 	return err
 }
 
-// recv reads one message; files that came with it are closed (the driver never receives any).
-func (c *conn) recv() (*message, error) {
-	buf := make([]byte, maxMessage)
-	oob := make([]byte, unix.CmsgSpace(4*8))
+// recv reads one message into buf (reused by the one reader) with the files it carried. An error
+// that wraps errMalformed leaves the connection usable; any other means it is gone.
+func (c *conn) recv(buf []byte) (*message, error) {
+	oob := make([]byte, unix.CmsgSpace(4*maxRecvFds))
 	n, oobn, flags, _, err := c.c.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, err
 	}
 	m, fds, err := decode(buf[:n], oob[:oobn], flags)
-	for _, fd := range fds {
-		unix.Close(fd)
+	if err != nil {
+		return nil, err
 	}
-	return m, err
+	for _, fd := range fds {
+		// Non-blocking, so that the runtime's poller serves reads and a Close interrupts them.
+		unix.SetNonblock(fd, true)
+		m.files = append(m.files, os.NewFile(uintptr(fd), "airlock-"+m.Kind))
+	}
+	return m, nil
 }
+
+// maxRecvFds is the most descriptors one message to the driver carries (a terminal's master).
+const maxRecvFds = 4
 
 func (c *conn) close() error { return c.c.Close() }
 
@@ -108,12 +143,12 @@ func (c *conn) close() error { return c.c.Close() }
 // goroutine hand-offs between a request arriving and the command starting.
 type initConn struct{ fd int }
 
-func (c initConn) send(m *message) error {
-	b, _, err := encode(m, nil)
+func (c initConn) send(m *message, fds ...int) error {
+	b, oob, err := encode(m, fds)
 	if err != nil {
 		return err
 	}
-	return unix.Sendmsg(c.fd, b, nil, nil, 0)
+	return unix.Sendmsg(c.fd, b, oob, nil, 0)
 }
 
 // maxFds is the most descriptors one message may carry (the kernel's SCM_MAX_FD is 253).
@@ -146,6 +181,9 @@ func encode(m *message, fds []int) ([]byte, []byte, error) {
 	return b, oob, nil
 }
 
+// errMalformed is a packet that could not be parsed; the connection itself is fine.
+var errMalformed = errors.New("malformed control message")
+
 // decode parses one packet. A zero-length packet is the peer closing (SEQPACKET reads 0 at EOF).
 func decode(b, oob []byte, flags int) (*message, []int, error) {
 	var fds []int
@@ -169,11 +207,11 @@ func decode(b, oob []byte, flags int) (*message, []int, error) {
 		return fail(net.ErrClosed)
 	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
-		return fail(fmt.Errorf("control message truncated"))
+		return fail(fmt.Errorf("%w: truncated", errMalformed))
 	}
 	var m message
 	if err := json.Unmarshal(b, &m); err != nil {
-		return fail(fmt.Errorf("control message: %w", err))
+		return fail(fmt.Errorf("%w: %w", errMalformed, err))
 	}
 	return &m, fds, nil
 }

@@ -6,18 +6,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
-// Sandbox is one live process-level sandbox: an init process in its own namespaces and cgroup.
+// Sandbox is one live process-level sandbox: an init process in its own namespaces and cgroup. It
+// lives until Destroy and runs any number of execs, one after another or at the same time;
+// background processes and files persist between them.
 type Sandbox struct {
 	id      string
 	d       *Driver
@@ -25,11 +28,16 @@ type Sandbox struct {
 	cmd     *exec.Cmd
 	ctl     *conn
 	cg      *cgroups.Cgroup
-	pid     int // init's pid on the host
+	events  *cgroups.EventReader // the cgroup's limit-event counters, sampled around every exec
+	pid     int                  // init's pid on the host
 	created time.Time
 
-	mu      sync.Mutex // guards waiters
+	mu      sync.Mutex // guards waiters, and delivery to them (see readLoop)
 	waiters map[string]chan *message
+
+	stateMu   sync.Mutex // guards paused and destroyed, and orders Pause, Resume and Destroy
+	paused    bool
+	destroyed bool
 
 	done   chan struct{} // closed when the control socket is gone (init exited or Destroy)
 	exited chan struct{} // closed when init has been reaped
@@ -38,7 +46,13 @@ type Sandbox struct {
 	destroyErr  error
 }
 
-var _ driver.Sandbox = (*Sandbox)(nil)
+var (
+	_ driver.Sandbox    = (*Sandbox)(nil)
+	_ driver.Watcher    = (*Sandbox)(nil)
+	_ driver.Pauser     = (*Sandbox)(nil)
+	_ driver.Statser    = (*Sandbox)(nil)
+	_ driver.FileRooter = (*Sandbox)(nil)
+)
 
 // ID implements driver.Sandbox.
 func (s *Sandbox) ID() string { return s.id }
@@ -49,11 +63,21 @@ func (s *Sandbox) InitPid() int { return s.pid }
 // Cgroup is the sandbox's cgroup.
 func (s *Sandbox) Cgroup() *cgroups.Cgroup { return s.cg }
 
+// Done implements driver.Watcher: it is closed when init's end of the control socket is gone,
+// which is when init has exited — by itself (killed from the host, or a cgroup kill after an exec
+// wedged, see Exec) or by Destroy. Destroy is still needed afterwards: it removes the cgroup.
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
 // readLoop routes init's messages to the exec waiting for them.
 func (s *Sandbox) readLoop() {
 	defer close(s.done)
+	buf := make([]byte, maxReply)
 	for {
-		m, err := s.ctl.recv()
+		m, err := s.ctl.recv(buf)
+		if errors.Is(err, errMalformed) {
+			s.d.log.Warn("dropped a malformed message from init", "sandbox", s.id, "err", err)
+			continue
+		}
 		if err != nil {
 			// Tell a Create still waiting for "ready" that init is gone; execs watch s.done.
 			s.mu.Lock()
@@ -66,201 +90,184 @@ func (s *Sandbox) readLoop() {
 			s.mu.Unlock()
 			return
 		}
+		// Delivered under the lock, so that an exec that unregisters (and drains its channel)
+		// never misses a message carrying a descriptor it must close.
 		s.mu.Lock()
 		ch, ok := s.waiters[m.ID]
-		s.mu.Unlock()
 		if ok {
 			select {
 			case ch <- m:
 			default: // a waiter gets at most started+exited; anything more is noise
+				ok = false
 			}
 		}
-	}
-}
-
-// Exec implements driver.Sandbox.
-func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	res := sandbox.ExecResult{ExecutionID: req.ID, LimitEvents: []sandbox.LimitEvent{}}
-	if len(req.Command) == 0 {
-		return res, errors.New("exec: empty command")
-	}
-	std, err := newStdio(req)
-	if err != nil {
-		return res, err
-	}
-	defer std.abort()
-	before := s.sample()
-	ch := make(chan *message, 4)
-	s.mu.Lock()
-	s.waiters[req.ID] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiters, req.ID)
 		s.mu.Unlock()
-	}()
-	workdir := req.Workdir
-	if workdir == "" {
-		workdir = s.spec.Workdir
-	}
-	m := &message{Kind: msgExec, ID: req.ID, Exec: &execSpec{Argv: req.Command, Env: s.env(req), Dir: workdir}}
-	start := time.Now()
-	if err := s.ctl.send(m, std.child[:]...); err != nil {
-		return res, fmt.Errorf("exec %s: sandbox %s is gone: %w", req.ID, s.id, err)
-	}
-	std.closeChildEnds()
-
-	var killTimer <-chan time.Time
-	done := ctx.Done()
-	for waiting := true; waiting; {
-		select {
-		case m := <-ch:
-			switch m.Kind {
-			case msgExited:
-				res.ExitCode = m.ExitCode
-				waiting = false
-			case msgError:
-				// The command could not start (not found, not executable): answer like a shell.
-				res.ExitCode = m.ExitCode
-				if res.ExitCode == 0 {
-					res.ExitCode = 127
-				}
-				std.stderrNote("airlock: " + m.Error + "\n")
-				waiting = false
-			}
-		case <-done:
-			done = nil
-			res.TimedOut = true
-			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
-			// Init answers at once unless the sandbox is wedged (frozen, out of pids); then the
-			// cgroup is killed, which ends the command and everything it started.
-			killTimer = time.After(2 * time.Second)
-		case <-killTimer:
-			killTimer = nil
-			s.cg.Kill(context.Background())
-		case <-s.done:
-			waiting = false
-			res.ExitCode = 128 + int(unix.SIGKILL)
-			if !res.TimedOut {
-				std.stderrNote("airlock: the sandbox ended while the command ran\n")
-			}
+		if !ok {
+			m.closeFiles()
 		}
 	}
-	res.DurationMs = time.Since(start).Milliseconds()
-	tExited := time.Since(start)
-	grace := 100 * time.Millisecond
-	if res.TimedOut {
-		grace = 0
-	}
-	std.finish(grace, &res)
-	s.account(before, &res)
-	if res.TimedOut {
-		res.ExitCode = sandbox.ExitTimeout
-	}
-	s.d.log.Debug("exec done", "sandbox", s.id, "exec", req.ID, "exit", res.ExitCode, "exited", tExited, "accounted", time.Since(start))
-	return res, nil
 }
 
-// env is the command's environment: a small default, the sandbox's, then the request's.
-func (s *Sandbox) env(req sandbox.ExecRequest) []string {
-	home, user := "/home/agent", "agent"
-	if s.spec.User == sandbox.UserRoot {
-		home, user = "/root", "root"
-	}
-	kv := map[string]string{
-		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
-		"HOSTNAME": sandboxHostname,
-	}
-	if t := os.Getenv("TERM"); t != "" && isTerminal(req.Stdout) {
-		kv["TERM"] = t
-	}
-	for k, v := range s.spec.Environment {
-		kv[k] = v
-	}
-	for k, v := range req.Env {
-		kv[k] = v
-	}
-	env := make([]string, 0, len(kv))
-	for k, v := range kv {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return env
+// alive reports whether init has not been reaped, so that its pid still names it. A check after
+// opening something under /proc/<pid> proves the thing opened was init's.
+func (s *Sandbox) alive() bool {
+	// os.Process signals through a pidfd: once init is reaped this fails, whoever has its pid.
+	return s.cmd.Process.Signal(syscall.Signal(0)) == nil
 }
 
-// usage is a sample of the kernel's counters for the sandbox.
-type usage struct {
-	cg    cgroups.Stats
-	txNet int64
-}
-
-func (s *Sandbox) sample() usage {
-	var u usage
-	u.cg, _ = s.cg.Stats()
-	u.txNet = egressBytes(s.pid)
-	return u
-}
-
-// account turns the counters' movement during an exec into usage and limit events.
-func (s *Sandbox) account(before usage, res *sandbox.ExecResult) {
-	after := s.sample()
-	now := time.Now()
-	ev := func(typ, msg string, n int64) {
-		res.LimitEvents = append(res.LimitEvents, sandbox.LimitEvent{Type: typ, Message: msg, Count: n, Time: now})
-	}
-	if n := after.cg.OOMKills - before.cg.OOMKills; n > 0 {
-		res.OOMKilled = true
-		ev(sandbox.EventLimitMemory, fmt.Sprintf("memory limit of %d MiB reached; the kernel killed %d process(es)", s.spec.Resources.MemoryMB, n), n)
-	}
-	if n := after.cg.PidsLimitHits - before.cg.PidsLimitHits; n > 0 {
-		ev(sandbox.EventLimitPids, fmt.Sprintf("process limit of %d reached; fork failed %d time(s)", s.spec.Resources.MaxProcesses, n), n)
-	}
-	if n := after.cg.ThrottledPeriods - before.cg.ThrottledPeriods; n > 0 {
-		ev(sandbox.EventLimitCPU, fmt.Sprintf("CPU limit of %g vCPU reached; throttled in %d period(s)", s.spec.Resources.CPU, n), n)
-	}
-	if layerFull(s.pid) {
-		ev(sandbox.EventLimitDisk, fmt.Sprintf("writable layer of %d MiB is full", s.spec.Resources.DiskMB), 0)
-	}
-	if res.TimedOut {
-		ev(sandbox.EventLimitTimeout, "timeout reached; the command and its children were killed", 0)
-	}
-	if res.Truncated {
-		ev(sandbox.EventLimitOutput, "output beyond the capture limit was discarded", 0)
-	}
-	res.ResourceUsage = sandbox.ResourceUsage{
-		PeakMemoryMB:       float64(after.cg.MemoryPeakBytes) / (1 << 20),
-		CPUTimeMs:          (after.cg.CPUUsage - before.cg.CPUUsage).Milliseconds(),
-		NetworkEgressBytes: after.txNet - before.txNet,
+// ended returns an error if the sandbox can no longer run anything.
+func (s *Sandbox) ended(what string) error {
+	select {
+	case <-s.done:
+		return fmt.Errorf("%s: sandbox %s has ended: %w", what, s.id, errdefs.ErrConflict)
+	default:
+		return nil
 	}
 }
 
-// layerFull reports whether the writable layer has (nearly) no space left, seen through init's
-// root from the host.
-func layerFull(pid int) bool {
-	var st unix.Statfs_t
-	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/tmp", pid), &st); err != nil {
-		return false
+// freezeTimeout bounds a Pause whose ctx has no deadline: a task in an uninterruptible sleep can
+// keep a cgroup v1 freezer from ever reporting FROZEN.
+const freezeTimeout = 10 * time.Second
+
+// Pause implements driver.Pauser: every process of the sandbox, init included, is frozen by the
+// cgroup freezer, and Pause returns once the kernel reports the cgroup frozen; from then on the
+// sandbox uses no CPU. While paused, Exec refuses new commands (ErrConflict). A command that was
+// running stops where it is; should its deadline pass before Resume, Exec's fallback kills the
+// whole cgroup — the sandbox ends (Done closes) — because a frozen init cannot kill it.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.destroyed {
+		return fmt.Errorf("pause: sandbox %s is destroyed: %w", s.id, errdefs.ErrConflict)
 	}
-	return st.Bavail*uint64(st.Bsize) < 64<<10
+	if err := s.ended("pause"); err != nil {
+		return err
+	}
+	if s.paused {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+	defer cancel()
+	// Freeze thaws again if the kernel does not get there in time.
+	if err := s.cg.Freeze(ctx); err != nil {
+		return fmt.Errorf("pause sandbox %s: %w", s.id, err)
+	}
+	s.paused = true
+	return nil
+}
+
+// Resume implements driver.Pauser: the sandbox's processes continue where they stopped.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.destroyed {
+		return fmt.Errorf("resume: sandbox %s is destroyed: %w", s.id, errdefs.ErrConflict)
+	}
+	if !s.paused {
+		return nil
+	}
+	if err := s.cg.Thaw(ctx); err != nil {
+		return fmt.Errorf("resume sandbox %s: %w", s.id, err)
+	}
+	s.paused = false
+	return nil
+}
+
+func (s *Sandbox) isPaused() bool {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.paused
+}
+
+// Usage implements driver.Statser. CPU, memory and pids are the cgroup's: they include init
+// (a few MiB, and pids counts its threads; PidsLimit is maxProcesses plus the initTasks reserved
+// for them, the limit the kernel enforces). Disk is the writable layer's, network the sandbox's
+// interfaces but loopback.
+func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
+	if err := s.ended("usage"); err != nil {
+		return driver.Usage{}, err
+	}
+	st, err := s.cg.Stats()
+	if err != nil {
+		return driver.Usage{}, fmt.Errorf("usage of sandbox %s: %w", s.id, err)
+	}
+	r := s.spec.Resources
+	u := driver.Usage{
+		CPUTime:          st.CPUUsage,
+		MemoryBytes:      st.MemoryCurrentBytes,
+		MemoryPeakBytes:  st.MemoryPeakBytes,
+		MemoryLimitBytes: r.MemoryMB << 20,
+		Pids:             st.Pids,
+		PidsLimit:        r.MaxProcesses + initTasks,
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/tmp", s.pid), &fs); err == nil && s.alive() {
+		u.DiskLimitBytes = int64(fs.Blocks) * fs.Bsize
+		u.DiskUsedBytes = int64(fs.Blocks-fs.Bfree) * fs.Bsize
+	}
+	u.NetRxBytes, u.NetTxBytes = netBytes(s.pid)
+	return u, nil
+}
+
+// FileRoot implements driver.FileRooter: init's root directory as the host reaches it through
+// /proc, i.e. the sandbox's root as its processes see it, mounts included. The ids are the host's
+// for the sandbox's user (its user namespace maps sandbox id n to UIDBase+n).
+//
+// Host root can read and write existing files through it, but creating a file or directory in
+// the writable layer needs the caller's filesystem ids to be these (setfsuid/setfsgid on a locked
+// thread, which also makes it act with that user's permissions): the layer is a tmpfs of the
+// sandbox's user namespace, and the kernel refuses to create an inode owned by an id that
+// namespace cannot map — host root — with EOVERFLOW. Creating as root and chowning afterwards
+// does not work.
+func (s *Sandbox) FileRoot() (*os.File, int, int, error) {
+	if err := s.ended("file root"); err != nil {
+		return nil, 0, 0, err
+	}
+	p := fmt.Sprintf("/proc/%d/root", s.pid)
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("file root of sandbox %s: open %s: %w", s.id, p, err)
+	}
+	if !s.alive() {
+		unix.Close(fd)
+		return nil, 0, 0, fmt.Errorf("file root: sandbox %s has ended: %w", s.id, errdefs.ErrConflict)
+	}
+	id := int(s.d.cfg.UIDBase)
+	if s.spec.User != sandbox.UserRoot {
+		id += sandbox.AgentUID
+	}
+	return os.NewFile(uintptr(fd), "sandbox "+s.id+" root"), id, id, nil
 }
 
 // Destroy implements driver.Sandbox: init is killed (the kernel then kills every process of its PID
 // namespace, and the mount namespace with the writable layer goes with the last of them), then the
-// cgroup is killed and removed, which also catches anything that left the namespace.
+// cgroup is killed and removed, which also catches anything that left the namespace. A paused
+// sandbox is thawed after the kill: a task frozen by the v1 freezer dies only once thawed, and it
+// does so without running again.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	s.destroyOnce.Do(func() {
 		t0 := time.Now()
 		defer func() {
 			s.d.log.Debug("sandbox destroyed", "sandbox", s.id, "took", time.Since(t0), "err", s.destroyErr)
 		}()
+		s.stateMu.Lock()
+		defer s.stateMu.Unlock()
+		s.destroyed = true
 		s.ctl.close()
 		s.cmd.Process.Kill()
+		if s.paused {
+			s.cg.Thaw(ctx)
+		}
 		select {
 		case <-s.exited:
 		case <-ctx.Done():
 		}
-		s.destroyErr = s.cg.Destroy(ctx)
+		if s.events != nil {
+			s.events.Close()
+		}
+		if s.cg != nil { // nil when Create failed before making it
+			s.destroyErr = s.cg.Destroy(ctx)
+		}
 	})
 	return s.destroyErr
 }

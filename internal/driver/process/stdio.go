@@ -3,12 +3,14 @@ package process
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,17 +19,23 @@ import (
 )
 
 // stdio connects one exec's standard streams. Files are handed to the command as they are; other
-// readers and writers go through pipes that the driver copies, keeping at most limit bytes of
-// each output when capturing.
+// readers and writers go through pipes that the driver copies ("pumps"), keeping at most limit
+// bytes of each output when capturing while passing everything on to the caller's writer. With a
+// TTY there is a terminal instead of pipes: the command gets its slave, the driver its master.
 type stdio struct {
-	child   [3]*os.File // what the command gets: stdin, stdout, stderr
-	closers []*os.File  // the driver's copies of child ends and the read ends of output pipes
-	readers []*os.File  // output pipe read ends, closed after the grace period
-	wg      sync.WaitGroup
-	out     [2]*capture
+	child   [3]*os.File // what the command gets: stdin, stdout, stderr (nothing with a TTY)
+	closers []*os.File  // the driver's copies of child ends
+	readers []*os.File  // what the pumps read: output pipes' read ends, or a terminal's master
+	stdin   *os.File    // the write end of a stdin pipe the driver feeds; closed when the exec ends
+	tty     *os.File    // the terminal's master, once init sent it
+	out     [2]*capture // stdout, stderr; stderr is nil with a TTY (merged into stdout)
+
+	pending atomic.Int32  // pumps running
+	eof     chan struct{} // closed when the last pump stopped
 }
 
-// capture keeps the first limit bytes written to it and counts the rest.
+// capture keeps the first limit bytes written to it and counts the rest; everything goes on to
+// tee. The limit applies to what is kept only: a streaming caller gets every byte.
 type capture struct {
 	mu        sync.Mutex // guards buf and truncated
 	buf       bytes.Buffer
@@ -54,10 +62,18 @@ func (c *capture) Write(p []byte) (int, error) {
 }
 
 func newStdio(req sandbox.ExecRequest) (*stdio, error) {
-	s := &stdio{}
+	s := &stdio{eof: make(chan struct{})}
 	limit := req.OutputLimit
 	if limit <= 0 {
 		limit = sandbox.DefaultOutputLimit
+	}
+	if !req.Capture {
+		limit = 0
+	}
+	if req.TTY {
+		// Stdin is fed, and the output read, once init has made the terminal (attachTerminal).
+		s.out[0] = &capture{limit: limit, tee: req.Stdout}
+		return s, nil
 	}
 	switch in := req.Stdin.(type) {
 	case *os.File:
@@ -76,8 +92,15 @@ func newStdio(req sandbox.ExecRequest) (*stdio, error) {
 		}
 		s.child[0] = r
 		s.closers = append(s.closers, r)
-		go func() { io.Copy(w, in); w.Close() }()
+		s.stdin = w
+		// Fed as data arrives, closed at the reader's EOF. The exec never waits for it: a reader
+		// that blocks past the command's end finds the pipe closed when it returns.
+		go func() {
+			io.Copy(w, in)
+			w.Close()
+		}()
 	}
+	var dsts []io.Writer
 	for i, w := range []io.Writer{req.Stdout, req.Stderr} {
 		if f, ok := w.(*os.File); ok && !req.Capture {
 			s.child[i+1] = f
@@ -101,18 +124,95 @@ func newStdio(req sandbox.ExecRequest) (*stdio, error) {
 		s.child[i+1] = pw
 		s.closers = append(s.closers, pw)
 		s.readers = append(s.readers, r)
-		c := &capture{limit: limit, tee: w}
-		if !req.Capture {
-			c.limit = 0
-		}
-		s.out[i] = c
-		s.wg.Add(1)
+		s.out[i] = &capture{limit: limit, tee: w}
+		dsts = append(dsts, s.out[i])
+	}
+	s.startPumps(dsts)
+	return s, nil
+}
+
+// childFiles are the descriptors sent with the exec request.
+func (s *stdio) childFiles() []*os.File {
+	if s.child[0] == nil {
+		return nil
+	}
+	return s.child[:]
+}
+
+// startPumps copies each of s.readers to its writer in dsts until EOF, or until finish stops it.
+func (s *stdio) startPumps(dsts []io.Writer) {
+	// All counted before any starts, so that eof closes only after the last of them.
+	s.pending.Add(int32(len(dsts)))
+	for i, w := range dsts {
+		r := s.readers[i]
 		go func() {
-			defer s.wg.Done()
-			io.Copy(c, r)
+			pump(r, w)
+			if s.pending.Add(-1) == 0 {
+				close(s.eof)
+			}
 		}()
 	}
-	return s, nil
+}
+
+// attachTerminal takes the master of the command's terminal: what the terminal prints goes to
+// stdout, stdin is typed into it. Input's EOF is typed as the terminal's EOF character (^D), as a
+// user would end it; a nil stdin is empty input.
+func (s *stdio) attachTerminal(master *os.File, in io.Reader) {
+	s.tty = master
+	s.readers = []*os.File{master}
+	s.startPumps([]io.Writer{s.out[0]})
+	go func() {
+		w := &lastByte{w: master}
+		if in != nil {
+			if _, err := io.Copy(w, in); err != nil {
+				return
+			}
+		}
+		rc, err := master.SyscallConn()
+		if err != nil {
+			return
+		}
+		var t *unix.Termios
+		cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
+		// Closed (the exec is over) or raw: a program that reads the terminal raw decides itself
+		// what ends its input.
+		if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
+			return
+		}
+		eof := []byte{t.Cc[unix.VEOF]}
+		if w.n > 0 && w.last != '\n' {
+			master.Write(eof) // ends the partial line; the next one ends the input
+		}
+		master.Write(eof)
+	}()
+}
+
+// lastByte remembers the last byte written through it.
+type lastByte struct {
+	w    io.Writer
+	n    int64
+	last byte
+}
+
+func (l *lastByte) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	if n > 0 {
+		l.n += int64(n)
+		l.last = p[n-1]
+	}
+	return n, err
+}
+
+// resize sets the terminal's size; the kernel sends SIGWINCH to its foreground process group.
+func (s *stdio) resize(ws sandbox.Winsize) {
+	if s.tty == nil || ws.Rows == 0 || ws.Cols == 0 {
+		return
+	}
+	if rc, err := s.tty.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+		})
+	}
 }
 
 // closeChildEnds drops the driver's copies of what the command got, so EOF on the output pipes
@@ -122,19 +222,25 @@ func (s *stdio) closeChildEnds() {
 	s.closers = nil
 }
 
-// finish waits up to grace for the outputs to reach EOF — a background process that keeps them
-// open does not hold the exec's result hostage — and fills the result.
+// finish waits up to grace for the outputs to reach EOF, then takes what is already buffered in
+// them and stops reading — a background process that keeps them open does not hold the exec's
+// result hostage — and fills the result.
 func (s *stdio) finish(grace time.Duration, res *sandbox.ExecResult) {
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		closeAll(s.readers)
-		<-done
+	if len(s.readers) > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-s.eof:
+		case <-t.C:
+			for _, r := range s.readers {
+				if r.SetReadDeadline(time.Now()) != nil {
+					r.Close() // not pollable: no draining, but no waiting either
+				}
+			}
+			<-s.eof
+		}
+		t.Stop()
 	}
-	closeAll(s.readers)
-	s.readers = nil
+	s.abort()
 	for i, c := range s.out {
 		if c == nil {
 			continue
@@ -152,21 +258,73 @@ func (s *stdio) finish(grace time.Duration, res *sandbox.ExecResult) {
 	}
 }
 
-// stderrNote adds airlock's own message to the command's stderr as the caller sees it.
+// stderrNote adds airlock's own message to the command's stderr as the caller sees it (stdout, on
+// a terminal).
 func (s *stdio) stderrNote(msg string) {
-	if c := s.out[1]; c != nil {
-		c.Write([]byte(msg))
-		return
-	}
-	if f := s.child[2]; f != nil {
-		f.WriteString(msg)
+	switch {
+	case s.out[1] != nil:
+		s.out[1].Write([]byte(msg))
+	case s.child[2] != nil:
+		s.child[2].WriteString(msg)
+	case s.out[0] != nil: // a terminal
+		s.out[0].Write([]byte(msg))
 	}
 }
 
+// abort releases whatever is still open: the driver's child ends, the pumps' sources (stopping
+// them), the stdin pipe (its feeder stops at its next write) and the terminal.
 func (s *stdio) abort() {
 	closeAll(s.closers)
 	closeAll(s.readers)
-	s.closers, s.readers = nil, nil
+	if s.stdin != nil {
+		s.stdin.Close()
+	}
+	s.closers, s.readers, s.stdin, s.tty = nil, nil, nil, nil
+}
+
+// maxDrain bounds what finish takes from an output still open after the grace: what a pipe or a
+// terminal buffers, not what a busy writer keeps adding.
+const maxDrain = 1 << 20
+
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// pump copies r to w until EOF or an error: a terminal's master reads EIO once the last
+// process holding its slave has gone, which is its EOF. When finish sets a deadline, what is
+// buffered at that moment is still copied.
+func pump(r *os.File, w io.Writer) {
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	for {
+		n, err := r.Read(*bp)
+		if n > 0 {
+			w.Write((*bp)[:n])
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drain(r, w, *bp)
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// drain copies what r holds right now, up to maxDrain bytes, without waiting for more.
+func drain(r *os.File, w io.Writer, buf []byte) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < maxDrain; {
+		n := 0
+		// r is non-blocking: this takes what is there and never waits.
+		rc.Control(func(fd uintptr) { n, err = unix.Read(int(fd), buf) })
+		if n <= 0 || err != nil {
+			return
+		}
+		w.Write(buf[:n])
+		total += n
+	}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -178,28 +336,31 @@ func isTerminal(w io.Writer) bool {
 	return err == nil
 }
 
-// egressBytes sums the transmitted bytes of every interface but loopback in the network namespace
-// of pid, as the kernel counts them.
-func egressBytes(pid int) int64 {
+// netBytes sums the received and transmitted bytes of every interface but loopback in the
+// network namespace of pid, as the kernel counts them.
+func netBytes(pid int) (rx, tx int64) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/net/dev", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	defer f.Close()
-	var total int64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, rest, ok := strings.Cut(sc.Text(), ":")
 		if !ok || strings.TrimSpace(name) == "lo" {
 			continue
 		}
+		// Receive: bytes packets errs drop fifo frame compressed multicast; then transmit.
 		fields := strings.Fields(rest)
 		if len(fields) < 9 {
 			continue
 		}
+		if n, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+			rx += n
+		}
 		if n, err := strconv.ParseInt(fields[8], 10, 64); err == nil {
-			total += n
+			tx += n
 		}
 	}
-	return total
+	return rx, tx
 }

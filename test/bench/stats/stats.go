@@ -1,4 +1,5 @@
-package main
+// Package stats reduces benchmark samples to the figures the reports print.
+package stats
 
 import (
 	"math"
@@ -6,12 +7,12 @@ import (
 	"time"
 )
 
-// percentile returns the p-th percentile (0 ≤ p ≤ 100) of xs, interpolating linearly between
+// Percentile returns the p-th percentile (0 ≤ p ≤ 100) of xs, interpolating linearly between
 // the two closest ranks (the definition numpy and most spreadsheets use by default). Linear
 // interpolation is chosen over nearest-rank because with ~30 samples nearest-rank makes p90
 // jump between neighbouring samples, which reads as noise when runs are compared side by side.
 // xs is not modified; an empty xs gives NaN so a missing runner cannot pass for a zero time.
-func percentile(xs []float64, p float64) float64 {
+func Percentile(xs []float64, p float64) float64 {
 	if len(xs) == 0 || math.IsNaN(p) {
 		return math.NaN()
 	}
@@ -24,36 +25,39 @@ func percentile(xs []float64, p float64) float64 {
 	return s[lo] + (s[hi]-s[lo])*(rank-float64(lo))
 }
 
-// summary is what the table and the JSON report say about one runner's samples.
-type summary struct {
+// Summary is what the table and the JSON report say about one runner's samples.
+type Summary struct {
 	P50  float64 `json:"p50_ms"`
 	P90  float64 `json:"p90_ms"`
+	P99  float64 `json:"p99_ms"`
 	Min  float64 `json:"min_ms"`
 	Mean float64 `json:"mean_ms"`
 }
 
-// summarize reduces samples to milliseconds statistics; milliseconds because every runner
+// Summarize reduces samples to milliseconds statistics; milliseconds because every runner
 // here takes between about one and a few hundred of them.
-func summarize(samples []time.Duration) summary {
-	ms := millis(samples)
+func Summarize(samples []time.Duration) Summary {
+	ms := Millis(samples)
 	if len(ms) == 0 {
 		nan := math.NaN()
-		return summary{nan, nan, nan, nan}
+		return Summary{nan, nan, nan, nan, nan}
 	}
 	sum, lo := 0.0, math.Inf(1)
 	for _, v := range ms {
 		sum += v
 		lo = math.Min(lo, v)
 	}
-	return summary{
-		P50:  percentile(ms, 50),
-		P90:  percentile(ms, 90),
+	return Summary{
+		P50:  Percentile(ms, 50),
+		P90:  Percentile(ms, 90),
+		P99:  Percentile(ms, 99),
 		Min:  lo,
 		Mean: sum / float64(len(ms)),
 	}
 }
 
-func millis(ds []time.Duration) []float64 {
+// Millis converts durations to milliseconds.
+func Millis(ds []time.Duration) []float64 {
 	out := make([]float64, len(ds))
 	for i, d := range ds {
 		out[i] = float64(d) / float64(time.Millisecond)
@@ -61,9 +65,9 @@ func millis(ds []time.Duration) []float64 {
 	return out
 }
 
-// ratio is a/b, or NaN when b is not a usable denominator, so the report prints "n/a"
+// Ratio is a/b, or NaN when b is not a usable denominator, so the report prints "n/a"
 // instead of a misleading infinity.
-func ratio(a, b float64) float64 {
+func Ratio(a, b float64) float64 {
 	if b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
 		return math.NaN()
 	}

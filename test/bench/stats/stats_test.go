@@ -1,4 +1,4 @@
-package main
+package stats
 
 import (
 	"math"
@@ -29,15 +29,15 @@ func TestPercentile(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := percentile(tc.xs, tc.p)
+			got := Percentile(tc.xs, tc.p)
 			if math.IsNaN(tc.want) {
 				if !math.IsNaN(got) {
-					t.Fatalf("percentile(%v, %v) = %v, want NaN", tc.xs, tc.p, got)
+					t.Fatalf("Percentile(%v, %v) = %v, want NaN", tc.xs, tc.p, got)
 				}
 				return
 			}
 			if math.Abs(got-tc.want) > 1e-9 {
-				t.Fatalf("percentile(%v, %v) = %v, want %v", tc.xs, tc.p, got, tc.want)
+				t.Fatalf("Percentile(%v, %v) = %v, want %v", tc.xs, tc.p, got, tc.want)
 			}
 		})
 	}
@@ -47,7 +47,7 @@ func TestPercentile(t *testing.T) {
 // (the JSON report relies on it), so sorting in place would silently reorder them.
 func TestPercentileDoesNotMutate(t *testing.T) {
 	xs := []float64{3, 1, 2}
-	percentile(xs, 50)
+	Percentile(xs, 50)
 	if xs[0] != 3 || xs[1] != 1 || xs[2] != 2 {
 		t.Fatalf("percentile reordered its input: %v", xs)
 	}
@@ -55,39 +55,22 @@ func TestPercentileDoesNotMutate(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	ms := time.Millisecond
-	got := summarize([]time.Duration{4 * ms, 1 * ms, 3 * ms, 2 * ms})
-	want := summary{P50: 2.5, P90: 3.7, Min: 1, Mean: 2.5}
+	got := Summarize([]time.Duration{4 * ms, 1 * ms, 3 * ms, 2 * ms})
+	want := Summary{P50: 2.5, P90: 3.7, Min: 1, Mean: 2.5}
 	if math.Abs(got.P50-want.P50) > 1e-9 || math.Abs(got.P90-want.P90) > 1e-9 ||
 		got.Min != want.Min || got.Mean != want.Mean {
 		t.Fatalf("summarize = %+v, want %+v", got, want)
 	}
-	if s := summarize(nil); !math.IsNaN(s.P50) || !math.IsNaN(s.Mean) {
-		t.Fatalf("summarize(nil) = %+v, want NaNs", s)
+	if s := Summarize(nil); !math.IsNaN(s.P50) || !math.IsNaN(s.Mean) {
+		t.Fatalf("Summarize(nil) = %+v, want NaNs", s)
 	}
 }
 
 func TestRatio(t *testing.T) {
-	if r := ratio(3, 2); r != 1.5 {
-		t.Fatalf("ratio(3, 2) = %v", r)
+	if r := Ratio(3, 2); r != 1.5 {
+		t.Fatalf("Ratio(3, 2) = %v", r)
 	}
-	if r := ratio(1, 0); !math.IsNaN(r) {
-		t.Fatalf("ratio(1, 0) = %v, want NaN", r)
-	}
-}
-
-func TestShellJoin(t *testing.T) {
-	tests := []struct {
-		argv []string
-		want string
-	}{
-		{[]string{"/bin/true"}, "/bin/true"},
-		{[]string{"/usr/bin/python3", "-c", "print(1)"}, "/usr/bin/python3 -c 'print(1)'"},
-		{[]string{"echo", "it's"}, `echo 'it'\''s'`},
-		{[]string{"x", ""}, "x ''"},
-	}
-	for _, tc := range tests {
-		if got := shellJoin(tc.argv); got != tc.want {
-			t.Errorf("shellJoin(%q) = %s, want %s", tc.argv, got, tc.want)
-		}
+	if r := Ratio(1, 0); !math.IsNaN(r) {
+		t.Fatalf("Ratio(1, 0) = %v, want NaN", r)
 	}
 }

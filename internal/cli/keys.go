@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/store"
+)
+
+// keysCmd manages API keys in the data dir's store directly (the daemon need not run; if it
+// does, it sees changes at once).
+func keysCmd(e *env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME | ls [--json] | revoke KEY   [--data-dir DIR] [--config FILE]")
+		return 2
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var h hostFlags
+	h.register(fs)
+	tenant := fs.String("tenant", "", "the tenant the key acts for (created on first key)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	// Flags may come before or after the positional argument (keys revoke KEY --data-dir DIR).
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	switch {
+	case sub == "create" && (*tenant == "" || len(pos) > 0):
+		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME")
+		return 2
+	case sub == "revoke" && len(pos) != 1:
+		fmt.Fprintln(e.stderr, "usage: airlock keys revoke KEY-ID-OR-SECRET")
+		return 2
+	case sub != "create" && sub != "ls" && sub != "revoke":
+		fmt.Fprintf(e.stderr, "airlock keys: unknown subcommand %q (create, ls, revoke)\n", sub)
+		return 2
+	}
+	cfg, err := h.load(nil)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock keys:", err)
+		return 2
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		fmt.Fprintln(e.stderr, "airlock keys:", err)
+		return 1
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, cfg.DatabasePath(), store.Options{Sync: cfg.Database.Sync}, e.log)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock keys:", err)
+		return 1
+	}
+	defer st.Close()
+	switch sub {
+	case "create":
+		secret, k, err := st.CreateKey(ctx, *tenant)
+		if err != nil {
+			fmt.Fprintln(e.stderr, "airlock keys create:", err)
+			return 1
+		}
+		// The secret is shown once, alone on stdout, so that `KEY=$(airlock keys create ...)` works.
+		fmt.Fprintln(e.stdout, secret)
+		fmt.Fprintf(e.stderr, "created key %s for tenant %s; it is not shown again\n", k.ID, k.Tenant)
+	case "ls":
+		keys, err := st.Keys(ctx)
+		if err != nil {
+			fmt.Fprintln(e.stderr, "airlock keys ls:", err)
+			return 1
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(keys)
+			return 0
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTENANT\tCREATED\tREVOKED")
+		for _, k := range keys {
+			revoked := "-"
+			if k.RevokedAt != nil {
+				revoked = k.RevokedAt.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.CreatedAt.Local().Format(time.DateTime), revoked)
+		}
+		tw.Flush()
+	case "revoke":
+		k, err := st.RevokeKey(ctx, pos[0])
+		if err != nil {
+			fmt.Fprintln(e.stderr, "airlock keys revoke:", err)
+			return 1
+		}
+		fmt.Fprintf(e.stderr, "revoked key %s of tenant %s\n", k.ID, k.Tenant)
+	}
+	return 0
+}

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/daemon"
+)
+
+func serveCmd(e *env, args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var h hostFlags
+	h.register(fs)
+	listen := fs.String("listen", "", "address to listen on (default 127.0.0.1:7070)")
+	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
+	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
+	insecure := fs.Bool("insecure", false, "allow plain HTTP on a non-loopback address")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "airlock serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg, err := h.load(func(c *config.Config) {
+		if *listen != "" {
+			c.Listen = *listen
+		}
+		if *cert != "" || *key != "" {
+			c.TLS = config.TLSConfig{Cert: *cert, Key: *key}
+		}
+		c.Insecure = c.Insecure || *insecure
+	})
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock serve:", err)
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(e.stderr, "airlock serve: needs root (sandboxes are made of namespaces and cgroups); see `airlock doctor`")
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log := e.log
+	if os.Getenv("AIRLOCK_LOG") == "" {
+		log = newLoggerAt(e.stderr, "info")
+	}
+	d, err := daemon.Start(ctx, cfg, Version, log)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock serve:", err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Serve() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		log.Info("stopping", "grace", daemon.ShutdownGrace)
+		err = d.Stop()
+		<-done
+	}
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock serve:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,264 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// outputGrace is how long an exec waits, after its command exited, for its output streams to
+// reach EOF. A background process that keeps them open does not hold the result hostage: what it
+// wrote until then is delivered, and it gets EPIPE (or, on a terminal, a hangup) afterwards.
+const outputGrace = 100 * time.Millisecond
+
+// killGrace is how long Exec waits for init to kill a command whose deadline passed before it
+// kills the whole cgroup instead.
+const killGrace = 2 * time.Second
+
+// defaultTTY is a terminal's size when the request gives none.
+var defaultTTY = sandbox.Winsize{Rows: 24, Cols: 80}
+
+// Exec implements driver.Sandbox. Any number of execs may run at once; each command leads its own
+// session and process group, and what it leaves running in the background stays (until Destroy).
+//
+// When ctx is done the command's process group is killed by init and the result says TimedOut.
+// If init does not answer within killGrace — the sandbox is paused (frozen) or wedged — the whole
+// cgroup is killed instead, which ends the sandbox: Done closes, and the caller should Destroy it.
+// Exec on a paused sandbox is refused with ErrConflict.
+//
+// CPU time and peak memory in the result are the command's own, with the descendants it waited
+// for (the kernel's rusage of the reaped command), not the sandbox's: background processes do not
+// count. Limit events come from the cgroup's counters before and after, so a limit a background
+// process hits while the command runs is reported with it.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	res := sandbox.ExecResult{ExecutionID: req.ID, LimitEvents: []sandbox.LimitEvent{}}
+	if len(req.Command) == 0 {
+		return res, fmt.Errorf("exec: empty command: %w", errdefs.ErrInvalidArgument)
+	}
+	if s.isPaused() {
+		return res, fmt.Errorf("exec %s: sandbox %s is paused: %w", req.ID, s.id, errdefs.ErrConflict)
+	}
+	if err := s.ended("exec " + req.ID); err != nil {
+		return res, err
+	}
+	std, err := newStdio(req)
+	if err != nil {
+		return res, err
+	}
+	defer std.abort()
+	before := s.counters()
+	ch := make(chan *message, 4)
+	s.mu.Lock()
+	s.waiters[req.ID] = ch
+	s.mu.Unlock()
+	defer s.unregister(req.ID, ch)
+
+	spec := &execSpec{Argv: req.Command, Env: s.env(req), Dir: req.Workdir}
+	if spec.Dir == "" {
+		spec.Dir = s.spec.Workdir
+	}
+	if req.TTY {
+		size := sandbox.Winsize{Rows: req.Rows, Cols: req.Cols}
+		if size.Rows == 0 || size.Cols == 0 {
+			size = defaultTTY
+		}
+		spec.TTY = &size
+	}
+	start := time.Now()
+	if err := s.ctl.send(&message{Kind: msgExec, ID: req.ID, Exec: spec}, std.childFiles()...); err != nil {
+		return res, fmt.Errorf("exec %s: sandbox %s is gone: %w", req.ID, s.id, err)
+	}
+	std.closeChildEnds()
+
+	var (
+		killTimer <-chan time.Time
+		resize    <-chan sandbox.Winsize // read once the terminal exists
+		usage     *rusage
+	)
+	signals := req.Signal
+	done := ctx.Done()
+	for waiting := true; waiting; {
+		select {
+		case m := <-ch:
+			switch m.Kind {
+			case msgStarted:
+				if req.TTY && len(m.files) > 0 {
+					std.attachTerminal(m.files[0], req.Stdin)
+					m.files = m.files[1:]
+					resize = req.Resize
+				}
+			case msgExited:
+				res.ExitCode = m.ExitCode
+				usage = m.Usage
+				waiting = false
+			case msgError:
+				// The command could not start (not found, not executable): answer like a shell.
+				res.ExitCode = m.ExitCode
+				if res.ExitCode == 0 {
+					res.ExitCode = 127
+				}
+				std.stderrNote("airlock: " + m.Error + "\n")
+				waiting = false
+			}
+			m.closeFiles()
+		case ws, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			std.resize(ws)
+		case sig, ok := <-signals:
+			if !ok {
+				signals = nil
+				continue
+			}
+			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(sig)})
+		case <-done:
+			done = nil
+			res.TimedOut = true
+			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
+			// Init answers at once unless the sandbox is paused or wedged (out of pids, say); then
+			// the cgroup is killed, which ends the command, everything it started — and the
+			// sandbox, since init is in the same cgroup.
+			killTimer = time.After(killGrace)
+		case <-killTimer:
+			killTimer = nil
+			s.d.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
+			s.cg.Kill(context.Background())
+		case <-s.done:
+			waiting = false
+			res.ExitCode = 128 + int(unix.SIGKILL)
+			if !res.TimedOut {
+				std.stderrNote("airlock: the sandbox ended while the command ran\n")
+			}
+		}
+	}
+	tExited := time.Since(start)
+	// Rounded up: a command that ran took time, even when less than a millisecond.
+	res.DurationMs = int64((tExited + time.Millisecond - 1) / time.Millisecond)
+	grace := outputGrace
+	if res.TimedOut {
+		grace = 0
+	}
+	std.finish(grace, &res)
+	s.account(before, usage, &res)
+	if res.TimedOut {
+		res.ExitCode = sandbox.ExitTimeout
+	}
+	s.d.log.Debug("exec done", "sandbox", s.id, "exec", req.ID, "exit", res.ExitCode, "exited", tExited, "accounted", time.Since(start))
+	return res, nil
+}
+
+// unregister stops deliveries to an exec's channel and closes the descriptors of messages it did
+// not take (a terminal that started after the exec gave up, say).
+func (s *Sandbox) unregister(id string, ch chan *message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiters, id)
+	for {
+		select {
+		case m := <-ch:
+			m.closeFiles()
+		default:
+			return
+		}
+	}
+}
+
+// env is the command's environment: a small default, the sandbox's, then the request's.
+func (s *Sandbox) env(req sandbox.ExecRequest) []string {
+	home, user := "/home/agent", "agent"
+	if s.spec.User == sandbox.UserRoot {
+		home, user = "/root", "root"
+	}
+	kv := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+		"HOSTNAME": sandboxHostname,
+	}
+	if req.TTY {
+		kv["TERM"] = "xterm-256color"
+	} else if t := os.Getenv("TERM"); t != "" && isTerminal(req.Stdout) {
+		kv["TERM"] = t
+	}
+	for k, v := range s.spec.Environment {
+		kv[k] = v
+	}
+	for k, v := range req.Env {
+		kv[k] = v
+	}
+	env := make([]string, 0, len(kv))
+	for k, v := range kv {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// counters is what an exec samples before and after its command to tell which limits it hit.
+type counters struct {
+	ev    cgroups.Events
+	txNet int64
+}
+
+func (s *Sandbox) counters() counters {
+	var c counters
+	c.ev, _ = s.events.Read()
+	// With egress "none" the sandbox has loopback only, and nothing to count.
+	if s.spec.Network.EgressPolicy != sandbox.EgressNone {
+		_, c.txNet = netBytes(s.pid)
+	}
+	return c
+}
+
+// account fills the result's usage from the command's rusage (nil if init could not report it)
+// and its limit events from the counters' movement during the exec.
+func (s *Sandbox) account(before counters, ru *rusage, res *sandbox.ExecResult) {
+	after := s.counters()
+	now := time.Now()
+	ev := func(typ, msg string, n int64) {
+		res.LimitEvents = append(res.LimitEvents, sandbox.LimitEvent{Type: typ, Message: msg, Count: n, Time: now})
+	}
+	if n := after.ev.OOMKills - before.ev.OOMKills; n > 0 {
+		res.OOMKilled = true
+		ev(sandbox.EventLimitMemory, fmt.Sprintf("memory limit of %d MiB reached; the kernel killed %d process(es)", s.spec.Resources.MemoryMB, n), n)
+	}
+	if n := after.ev.PidsLimitHits - before.ev.PidsLimitHits; n > 0 {
+		ev(sandbox.EventLimitPids, fmt.Sprintf("process limit of %d reached; fork failed %d time(s)", s.spec.Resources.MaxProcesses, n), n)
+	}
+	if n := after.ev.ThrottledPeriods - before.ev.ThrottledPeriods; n > 0 {
+		ev(sandbox.EventLimitCPU, fmt.Sprintf("CPU limit of %g vCPU reached; throttled in %d period(s)", s.spec.Resources.CPU, n), n)
+	}
+	if layerFull(s.pid) {
+		ev(sandbox.EventLimitDisk, fmt.Sprintf("writable layer of %d MiB is full", s.spec.Resources.DiskMB), 0)
+	}
+	if res.TimedOut {
+		ev(sandbox.EventLimitTimeout, "timeout reached; the command and its children were killed", 0)
+	}
+	if res.Truncated {
+		ev(sandbox.EventLimitOutput, "output beyond the capture limit was discarded", 0)
+	}
+	res.ResourceUsage = sandbox.ResourceUsage{NetworkEgressBytes: after.txNet - before.txNet}
+	if ru != nil {
+		res.ResourceUsage.CPUTimeMs = ru.CPUMicros / 1000
+		res.ResourceUsage.PeakMemoryMB = float64(ru.MaxRSSKiB) / 1024
+	}
+}
+
+// layerFull reports whether the writable layer has (nearly) no space left, seen through init's
+// root from the host.
+func layerFull(pid int) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/tmp", pid), &st); err != nil {
+		return false
+	}
+	return st.Bavail*uint64(st.Bsize) < 64<<10
+}

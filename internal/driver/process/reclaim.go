@@ -1,0 +1,25 @@
+package process
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airlockrun/airlock/internal/driver"
+)
+
+var _ driver.Reclaimer = (*Driver)(nil)
+
+// Reclaim implements driver.Reclaimer: it releases what is left of sandbox id after the airlock
+// process that made it died. Its init died with that process (PR_SET_PDEATHSIG), and the kernel
+// took its PID and mount namespaces with it; what can remain is the cgroup, with a straggler that
+// left the PID namespace's reach (none should) — the cgroup is killed, then removed.
+func (d *Driver) Reclaim(ctx context.Context, id string) error {
+	if d.cgroups == nil {
+		return nil
+	}
+	// Destroy of a cgroup that is gone (in some or all hierarchies) is not an error.
+	if err := d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx); err != nil {
+		return fmt.Errorf("reclaim sandbox %s: %w", id, err)
+	}
+	return nil
+}

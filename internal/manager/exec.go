@@ -1,0 +1,181 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// maxExecTimeout bounds ExecRequest.Timeout (seconds); a sandbox lives at most this long anyway.
+const maxExecTimeout = 86400
+
+// Stream connects an exec to a live client (the interactive WebSocket). The zero value runs the
+// command with the request's stdin and only captures output.
+type Stream struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	TTY            bool
+	Rows, Cols     uint16
+	Resize         <-chan sandbox.Winsize
+	Signal         <-chan syscall.Signal
+	// Started is called with the execution ID once the exec is recorded, before it runs.
+	Started func(execID string)
+}
+
+// Exec runs one command in a live sandbox of the tenant in ctx and returns its result, which is
+// recorded before it is returned. Cancelling ctx kills the command (its result is still recorded);
+// the sync API passes a context that the client's disconnect does not cancel.
+func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st Stream) (api.ExecResult, error) {
+	if err := checkExec(&req); err != nil {
+		return api.ExecResult{}, err
+	}
+	b, err := m.live(ctx, id, "exec")
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	sb, err := m.begin(ctx, b, "exec", true)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	defer m.done(b)
+
+	execID := sandbox.NewID("exec_")
+	started := time.Now().UTC()
+	if err := m.store.StartExec(ctx, api.Execution{ID: execID, SandboxID: id, Command: req.Command, Status: api.ExecRunning, StartedAt: started}); err != nil {
+		return api.ExecResult{}, fmt.Errorf("record exec: %w", err)
+	}
+	b.logs.event(id, execID, api.EventExecStarted, strings.Join(req.Command, " "), map[string]any{"command": []string(req.Command)})
+	if st.Started != nil {
+		st.Started(execID)
+	}
+
+	dreq := sandbox.ExecRequest{
+		ID: execID, Command: req.Command, Env: req.Env, Workdir: req.Workdir,
+		Stdin: st.Stdin, Capture: req.CaptureOutput == nil || *req.CaptureOutput,
+		Stdout: b.logs.writer(id, execID, api.StreamStdout, st.Stdout),
+		Stderr: b.logs.writer(id, execID, api.StreamStderr, st.Stderr),
+		TTY:    st.TTY, Rows: st.Rows, Cols: st.Cols, Resize: st.Resize, Signal: st.Signal,
+	}
+	if dreq.Stdin == nil && req.Stdin != "" {
+		dreq.Stdin = strings.NewReader(req.Stdin)
+	}
+	ectx := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ectx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout*float64(time.Second)))
+		defer cancel()
+	}
+	res, err := sb.Exec(ectx, dreq)
+	if err != nil {
+		// The command could not run at all (the sandbox went away under it): say so in the record.
+		res = api.ExecResult{ExecutionID: execID, ExitCode: sandbox.ExitSetupError, Stderr: "airlock: " + err.Error() + "\n", LimitEvents: []api.LimitEvent{}}
+	}
+	if ctx.Err() == context.Canceled && res.TimedOut {
+		// Cancelled by the caller (an interactive client went away), not by the timeout.
+		res.TimedOut = false
+		res.ExitCode = 128 + int(syscall.SIGKILL)
+		res.LimitEvents = dropTimeout(res.LimitEvents)
+	}
+	if ferr := m.store.FinishExec(context.WithoutCancel(ctx), execID, res, time.Now().UTC()); ferr != nil {
+		return api.ExecResult{}, fmt.Errorf("record exec result: %w", ferr)
+	}
+	for _, le := range res.LimitEvents {
+		b.logs.event(id, execID, le.Type, le.Message, map[string]any{"count": le.Count})
+	}
+	b.logs.event(id, execID, api.EventExecExited, fmt.Sprintf("exit %d", res.ExitCode), map[string]any{"exitCode": res.ExitCode, "durationMs": res.DurationMs})
+	if err != nil {
+		return res, errdefs.New(errdefs.ErrConflict, "exec in sandbox %s: %v", id, err)
+	}
+	return res, nil
+}
+
+func dropTimeout(evs []api.LimitEvent) []api.LimitEvent {
+	out := evs[:0]
+	for _, e := range evs {
+		if e.Type != sandbox.EventLimitTimeout {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkExec validates an exec request, naming the bad field.
+func checkExec(req *api.ExecRequest) error {
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return errdefs.Invalid("command", "is required: a string run by /bin/sh -c, or an argv array")
+	}
+	for _, a := range req.Command {
+		if strings.ContainsRune(a, 0) {
+			return errdefs.Invalid("command", "must not contain NUL bytes")
+		}
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return errdefs.Invalid("env", "invalid variable %q: names must be non-empty without '=' or NUL", k)
+		}
+	}
+	if req.Workdir != "" && (!path.IsAbs(req.Workdir) || path.Clean(req.Workdir) != req.Workdir) {
+		return errdefs.Invalid("workdir", "path %q must be absolute and clean", req.Workdir)
+	}
+	if req.Timeout < 0 || req.Timeout > maxExecTimeout {
+		return errdefs.Invalid("timeout", "must be between 0 and %d seconds (got %g)", maxExecTimeout, req.Timeout)
+	}
+	return nil
+}
+
+// begin marks b busy for an operation and returns its driver sandbox. An exec moves a ready
+// sandbox to running.
+func (m *Manager) begin(ctx context.Context, b *box, op string, exec bool) (driver.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ok := b.status == api.StatusReady || b.status == api.StatusRunning || (!exec && b.status == api.StatusPaused)
+	if !ok || b.sb == nil {
+		return nil, &sandbox.StateError{ID: b.id, Status: b.status, Op: op}
+	}
+	if exec && b.status == api.StatusReady {
+		if err := m.transitionLocked(ctx, b, api.StatusRunning, sandbox.ReasonExec); err != nil {
+			return nil, err
+		}
+	}
+	b.busy++
+	b.lastActive = time.Now()
+	return b.sb, nil
+}
+
+// done ends what begin started.
+func (m *Manager) done(b *box) {
+	b.mu.Lock()
+	b.busy--
+	b.lastActive = time.Now()
+	b.mu.Unlock()
+}
+
+// Execs returns a sandbox's recorded execs, newest first.
+func (m *Manager) Execs(ctx context.Context, id string) ([]api.Execution, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	return m.store.Execs(ctx, id, 1000)
+}
+
+// Execution returns one recorded exec.
+func (m *Manager) Execution(ctx context.Context, id, execID string) (api.Execution, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return api.Execution{}, err
+	}
+	e, err := m.store.Exec(ctx, id, execID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return e, fmt.Errorf("execution %s of sandbox %s: %w", execID, id, errdefs.ErrNotFound)
+	}
+	return e, err
+}

@@ -1,0 +1,60 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"path"
+
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/fsroot"
+)
+
+// Files is a live sandbox's filesystem, opened for one request of the files API. Paths are
+// sandbox paths; a relative one is taken from the sandbox's workdir. Close it when done.
+type Files struct {
+	*fsroot.Root
+	workdir string
+	release func()
+}
+
+// Files opens the filesystem of a live sandbox (ready, running or paused) of the tenant in ctx.
+func (m *Manager) Files(ctx context.Context, id string) (*Files, error) {
+	b, err := m.live(ctx, id, "use files")
+	if err != nil {
+		return nil, err
+	}
+	sb, err := m.begin(ctx, b, "use files", false)
+	if err != nil {
+		return nil, err
+	}
+	fr, ok := sb.(driver.FileRooter)
+	if !ok {
+		m.done(b)
+		return nil, fmt.Errorf("isolation level %s has no files API yet: %w", b.spec.Isolation, errdefs.ErrUnavailable)
+	}
+	dir, uid, gid, err := fr.FileRoot()
+	if err != nil {
+		m.done(b)
+		return nil, fmt.Errorf("open the files of sandbox %s: %w", id, err)
+	}
+	return &Files{Root: fsroot.NewAsOwner(dir, uid, gid), workdir: b.spec.Workdir, release: func() { m.done(b) }}, nil
+}
+
+// Close releases the filesystem.
+func (f *Files) Close() error {
+	err := f.Root.Close()
+	f.release()
+	return err
+}
+
+// Abs resolves p against the sandbox's workdir; the result is absolute and clean.
+func (f *Files) Abs(p string) (string, error) {
+	if p == "" {
+		return "", errdefs.Invalid("path", "is required")
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(f.workdir, p)
+	}
+	return path.Clean(p), nil
+}

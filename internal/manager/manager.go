@@ -1,0 +1,501 @@
+// Package manager owns the daemon's live sandboxes: it creates them through the drivers, moves
+// them through the lifecycle of SPEC §5 (recording every transition in the store before it is
+// acknowledged), runs execs, enforces timeouts and quotas, and recovers after a crash.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tenant"
+)
+
+// Config tunes the manager; the zero value of a field means its default.
+type Config struct {
+	// MaxSandboxesPerTenant caps a tenant's live sandboxes (HTTP 429 beyond). Default 100.
+	MaxSandboxesPerTenant int
+	// TickInterval is how often timeouts are checked and metrics sampled. Default 1 s.
+	TickInterval time.Duration
+	// MetricsHistory is how many samples GET .../metrics returns as "recent". Default 300.
+	MetricsHistory int
+	// LogBytes caps the output and events kept per sandbox for GET .../logs. Default 4 MiB.
+	LogBytes int
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxSandboxesPerTenant == 0 {
+		c.MaxSandboxesPerTenant = 100
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = time.Second
+	}
+	if c.MetricsHistory == 0 {
+		c.MetricsHistory = 300
+	}
+	if c.LogBytes == 0 {
+		c.LogBytes = 4 << 20
+	}
+}
+
+// Manager is the daemon's sandbox manager. It is safe for concurrent use.
+type Manager struct {
+	cfg     Config
+	drivers *driver.Registry
+	store   *store.Store
+	log     *slog.Logger
+
+	mu    sync.Mutex      // guards boxes and ended
+	boxes map[string]*box // live sandboxes (provisioning, ready, running, paused)
+	// ended keeps the logs of recently ended sandboxes, so that a follower sees the end and a
+	// late reader the last output; oldest first.
+	ended []*box
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// maxEnded bounds how many ended sandboxes' logs stay in memory.
+const maxEnded = 256
+
+// box is one sandbox the manager knows in memory.
+type box struct {
+	id, tenant string
+	spec       api.Spec
+	createdAt  time.Time
+	expiresAt  time.Time
+	logs       *logRing
+	metrics    *metricRing
+
+	mu         sync.Mutex // guards everything below
+	status     string
+	reason     string
+	updatedAt  time.Time
+	lastActive time.Time
+	busy       int            // execs, file operations and interactive sessions in flight
+	sb         driver.Sandbox // nil until ready and after release
+}
+
+// New returns a manager over the given drivers and store, and starts its timekeeper. Call
+// Recover before serving requests and Close at the end.
+func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
+	cfg.setDefaults()
+	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{})}
+	m.wg.Add(1)
+	go m.tick()
+	return m
+}
+
+// Create validates spec, makes a sandbox for the tenant in ctx and returns it ready.
+func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
+	ten := tenant.From(ctx)
+	sandbox.SetDefaults(&spec)
+	if err := sandbox.Validate(&spec); err != nil {
+		return api.Sandbox{}, err
+	}
+	d, err := m.drivers.Lookup(spec.Isolation)
+	if err != nil {
+		return api.Sandbox{}, &errdefs.FieldError{Field: "isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
+	}
+	now := time.Now().UTC()
+	b := &box{
+		id: sandbox.NewID("sbx_"), tenant: ten, spec: spec, createdAt: now,
+		expiresAt: now.Add(time.Duration(spec.Timeout.MaxDurationSeconds) * time.Second),
+		logs:      newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
+		status: api.StatusProvisioning, reason: sandbox.ReasonCreated, updatedAt: now, lastActive: now,
+	}
+	// The quota is checked and the slot taken under one lock, so concurrent creates cannot
+	// overshoot it.
+	m.mu.Lock()
+	n := 0
+	for _, o := range m.boxes {
+		if o.tenant == ten {
+			n++
+		}
+	}
+	if n >= m.cfg.MaxSandboxesPerTenant {
+		m.mu.Unlock()
+		return api.Sandbox{}, fmt.Errorf("tenant %q has %d live sandboxes, the most it may have: %w", ten, n, errdefs.ErrQuota)
+	}
+	m.boxes[b.id] = b
+	m.mu.Unlock()
+
+	rec := store.Sandbox{ID: b.id, Tenant: ten, Spec: spec, Status: b.status, Reason: b.reason, CreatedAt: now, UpdatedAt: now}
+	if err := m.store.InsertSandbox(ctx, rec); err != nil {
+		m.forget(b, false)
+		return api.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
+	}
+	b.logs.event(b.id, "", api.EventSandboxStatus, "provisioning", map[string]any{"to": api.StatusProvisioning})
+	log := m.log.With("sandbox", b.id, "tenant", ten, "level", spec.Isolation)
+
+	// Setup is bounded by its own deadline, not the client's connection: a create that the
+	// client gave up on still ends in a recorded state.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	sb, err := d.Create(sctx, b.id, spec)
+	if err != nil {
+		log.Warn("create failed", "err", err)
+		b.mu.Lock()
+		m.transitionLocked(sctx, b, api.StatusFailed, err.Error())
+		b.mu.Unlock()
+		m.forget(b, true)
+		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) {
+			return api.Sandbox{}, err
+		}
+		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
+	}
+	b.mu.Lock()
+	b.sb = sb
+	if err := m.transitionLocked(sctx, b, api.StatusReady, sandbox.ReasonReady); err != nil {
+		b.mu.Unlock()
+		m.release(b, api.StatusFailed, err.Error())
+		return api.Sandbox{}, err
+	}
+	view := b.viewLocked()
+	b.mu.Unlock()
+	if w, ok := sb.(driver.Watcher); ok {
+		m.wg.Add(1)
+		go m.watch(b, w)
+	}
+	log.Info("sandbox ready", "took", time.Since(now))
+	return view, nil
+}
+
+// watch fails a sandbox that ends by itself.
+func (m *Manager) watch(b *box, w driver.Watcher) {
+	defer m.wg.Done()
+	select {
+	case <-w.Done():
+		b.mu.Lock()
+		ours := b.sb == nil // released by the manager: Destroy closes Done too
+		b.mu.Unlock()
+		if !ours {
+			m.log.Warn("sandbox ended by itself", "sandbox", b.id)
+			m.release(b, api.StatusFailed, sandbox.ReasonInitExited)
+		}
+	case <-m.stop:
+	}
+}
+
+// Get returns one sandbox of the tenant in ctx, with its transitions.
+func (m *Manager) Get(ctx context.Context, id string) (api.Sandbox, error) {
+	rec, err := m.store.Sandbox(ctx, tenant.From(ctx), id)
+	if err != nil {
+		return api.Sandbox{}, notFound(id, err)
+	}
+	view := m.recordView(rec)
+	if view.Transitions, err = m.store.Transitions(ctx, id); err != nil {
+		return api.Sandbox{}, err
+	}
+	return view, nil
+}
+
+// ListOptions filter List.
+type ListOptions struct {
+	Status   []string
+	AgentID  string
+	Metadata map[string]string
+}
+
+// List returns the tenant's sandboxes, newest first.
+func (m *Manager) List(ctx context.Context, o ListOptions) ([]api.Sandbox, error) {
+	recs, err := m.store.Sandboxes(ctx, store.Filter{Tenant: tenant.From(ctx), Status: o.Status, AgentID: o.AgentID, Metadata: o.Metadata})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Sandbox, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, m.recordView(r))
+	}
+	return out, nil
+}
+
+// recordView is a stored sandbox as the API shows it; a live one's status comes from memory,
+// which is never behind the store.
+func (m *Manager) recordView(r store.Sandbox) api.Sandbox {
+	v := api.Sandbox{
+		ID: r.ID, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.CreatedAt.Add(time.Duration(r.Spec.Timeout.MaxDurationSeconds) * time.Second),
+		Spec:      r.Spec, Endpoints: endpoints(r.ID),
+	}
+	return v
+}
+
+func (b *box) viewLocked() api.Sandbox {
+	return api.Sandbox{
+		ID: b.id, Status: b.status, Reason: b.reason, CreatedAt: b.createdAt, UpdatedAt: b.updatedAt,
+		ExpiresAt: b.expiresAt, Spec: b.spec, Endpoints: endpoints(b.id),
+	}
+}
+
+func endpoints(id string) api.Endpoints {
+	p := "/api/v1/sandboxes/" + id
+	return api.Endpoints{Exec: p + "/exec", Files: p + "/files", Logs: p + "/logs", Metrics: p + "/metrics"}
+}
+
+// live returns the live sandbox id of the tenant in ctx. A sandbox that exists but is not live
+// is a *sandbox.StateError for op; one that does not exist (or is another tenant's) is
+// ErrNotFound.
+func (m *Manager) live(ctx context.Context, id, op string) (*box, error) {
+	ten := tenant.From(ctx)
+	m.mu.Lock()
+	b, ok := m.boxes[id]
+	m.mu.Unlock()
+	if ok && (ten == "" || b.tenant == ten) {
+		return b, nil
+	}
+	rec, err := m.store.Sandbox(ctx, ten, id)
+	if err != nil {
+		return nil, notFound(id, err)
+	}
+	return nil, &sandbox.StateError{ID: id, Status: rec.Status, Op: op}
+}
+
+func notFound(id string, err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return err
+}
+
+// transitionLocked records b's move to status `to` and makes it current. The store is written
+// first: a transition that is not recorded did not happen.
+func (m *Manager) transitionLocked(ctx context.Context, b *box, to, reason string) error {
+	if !sandbox.CanTransition(b.status, to) {
+		return &sandbox.StateError{ID: b.id, Status: b.status, Op: "become " + to}
+	}
+	now := time.Now().UTC()
+	t := api.Transition{From: b.status, To: to, Reason: reason, At: now}
+	if err := m.store.Transition(context.WithoutCancel(ctx), b.id, b.status, t); err != nil {
+		return fmt.Errorf("record transition %s → %s: %w", b.status, to, err)
+	}
+	b.status, b.reason, b.updatedAt = to, reason, now
+	b.logs.event(b.id, "", api.EventSandboxStatus, reason, map[string]any{"from": t.From, "to": to, "reason": reason})
+	m.log.Debug("transition", "sandbox", b.id, "from", t.From, "to", to, "reason", reason)
+	return nil
+}
+
+// Pause freezes every process of a sandbox.
+func (m *Manager) Pause(ctx context.Context, id string) (api.Sandbox, error) {
+	return m.freeze(ctx, id, "pause", api.StatusPaused, sandbox.ReasonPaused, func(p driver.Pauser) error { return p.Pause(ctx) })
+}
+
+// Resume thaws a paused sandbox.
+func (m *Manager) Resume(ctx context.Context, id string) (api.Sandbox, error) {
+	return m.freeze(ctx, id, "resume", api.StatusRunning, sandbox.ReasonResumed, func(p driver.Pauser) error { return p.Resume(ctx) })
+}
+
+func (m *Manager) freeze(ctx context.Context, id, op, to, reason string, do func(driver.Pauser) error) (api.Sandbox, error) {
+	b, err := m.live(ctx, id, op)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !sandbox.CanTransition(b.status, to) || b.sb == nil {
+		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: b.status, Op: op}
+	}
+	p, ok := b.sb.(driver.Pauser)
+	if !ok {
+		return api.Sandbox{}, fmt.Errorf("isolation level %s cannot %s: %w", b.spec.Isolation, op, errdefs.ErrUnavailable)
+	}
+	if err := do(p); err != nil {
+		return api.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", op, id, err)
+	}
+	if err := m.transitionLocked(ctx, b, to, reason); err != nil {
+		return api.Sandbox{}, err
+	}
+	b.lastActive = time.Now()
+	return b.viewLocked(), nil
+}
+
+// Terminate ends a sandbox at the tenant's request: its processes are killed, its host resources
+// released, and it ends terminated (through completed if it ran).
+func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error) {
+	b, err := m.live(ctx, id, "terminate")
+	if err != nil {
+		// A failed or completed sandbox holds nothing; terminating it only closes the record.
+		var se *sandbox.StateError
+		if errors.As(err, &se) && (se.Status == api.StatusFailed || se.Status == api.StatusCompleted) {
+			t := api.Transition{From: se.Status, To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
+			if err := m.store.Transition(ctx, id, se.Status, t); err != nil {
+				return api.Sandbox{}, err
+			}
+			return m.Get(ctx, id)
+		}
+		return api.Sandbox{}, err
+	}
+	b.mu.Lock()
+	st := b.status
+	b.mu.Unlock()
+	if st == api.StatusProvisioning {
+		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "terminate"}
+	}
+	m.release(b, api.StatusTerminated, sandbox.ReasonTerminated)
+	return m.Get(ctx, id)
+}
+
+// release destroys b's host resources and moves it to its end: `end` is terminated (a normal
+// end: through completed when it ran) or failed.
+func (m *Manager) release(b *box, end, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b.mu.Lock()
+	if !sandbox.Live(b.status) {
+		b.mu.Unlock()
+		return // someone else ended it
+	}
+	sb := b.sb
+	b.sb = nil
+	// Record the end first, so that no new exec starts, then destroy outside the lock (execs in
+	// flight return when their processes die).
+	switch {
+	case end == api.StatusFailed:
+		m.transitionLocked(ctx, b, api.StatusFailed, reason)
+	case sandbox.CanTransition(b.status, api.StatusTerminated):
+		m.transitionLocked(ctx, b, api.StatusTerminated, reason)
+	default:
+		if m.transitionLocked(ctx, b, api.StatusCompleted, reason) == nil {
+			m.transitionLocked(ctx, b, api.StatusTerminated, reason)
+		}
+	}
+	b.mu.Unlock()
+	if sb != nil {
+		if err := sb.Destroy(ctx); err != nil {
+			m.log.Error("destroy sandbox", "sandbox", b.id, "err", err)
+		}
+	}
+	m.forget(b, true)
+}
+
+// forget drops b from the live set; its logs stay readable for a while when keep is set.
+func (m *Manager) forget(b *box, keep bool) {
+	b.logs.end()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.boxes, b.id)
+	if keep {
+		m.ended = append(m.ended, b)
+		if len(m.ended) > maxEnded {
+			m.ended = m.ended[len(m.ended)-maxEnded:]
+		}
+	}
+}
+
+// tick enforces maxDurationSeconds and idleTimeoutSeconds and samples metrics.
+func (m *Manager) tick() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			for _, b := range m.snapshot() {
+				if reason := b.expired(now); reason != "" {
+					m.log.Info("sandbox timed out", "sandbox", b.id, "reason", reason)
+					go m.release(b, api.StatusTerminated, reason)
+					continue
+				}
+				m.sample(b, now)
+			}
+		}
+	}
+}
+
+// expired says why b must end now, or "".
+func (b *box) expired(now time.Time) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.status == api.StatusProvisioning {
+		return ""
+	}
+	if !now.Before(b.expiresAt) {
+		return sandbox.ReasonTimeout
+	}
+	idle := time.Duration(b.spec.Timeout.IdleTimeoutSeconds) * time.Second
+	if b.busy == 0 && now.Sub(b.lastActive) >= idle {
+		return sandbox.ReasonIdle
+	}
+	return ""
+}
+
+// snapshot returns the live sandboxes, oldest first.
+func (m *Manager) snapshot() []*box {
+	m.mu.Lock()
+	out := make([]*box, 0, len(m.boxes))
+	for _, b := range m.boxes {
+		out = append(out, b)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].createdAt.Before(out[j].createdAt) })
+	return out
+}
+
+// Live returns how many sandboxes are live.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.boxes)
+}
+
+// Recover runs once at start, before any request: execs cut off by a crash are marked lost, and
+// every sandbox the store says was live is torn down (whatever of it survived the crash) and
+// marked failed with reason daemon_restart. Then each level sweeps what no record names.
+func (m *Manager) Recover(ctx context.Context) error {
+	n, err := m.store.MarkLost(ctx)
+	if err != nil {
+		return fmt.Errorf("recover execs: %w", err)
+	}
+	recs, err := m.store.Sandboxes(ctx, store.Filter{Status: []string{api.StatusProvisioning, api.StatusReady, api.StatusRunning, api.StatusPaused}})
+	if err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	for _, r := range recs {
+		if d, err := m.drivers.Lookup(r.Spec.Isolation); err == nil {
+			if rc, ok := d.(driver.Reclaimer); ok {
+				if err := rc.Reclaim(ctx, r.ID); err != nil {
+					m.log.Error("reclaim sandbox", "sandbox", r.ID, "err", err)
+				}
+			}
+		}
+		t := api.Transition{From: r.Status, To: api.StatusFailed, Reason: sandbox.ReasonDaemonRestart, At: time.Now().UTC()}
+		if err := m.store.Transition(ctx, r.ID, r.Status, t); err != nil {
+			return fmt.Errorf("recover sandbox %s: %w", r.ID, err)
+		}
+	}
+	for _, d := range m.drivers.All() {
+		if s, ok := d.(driver.Sweeper); ok && d.Capabilities().Available {
+			s.Sweep(ctx)
+		}
+	}
+	if n > 0 || len(recs) > 0 {
+		m.log.Warn("recovered after an unclean stop", "sandboxes", len(recs), "lostExecs", n)
+	}
+	return nil
+}
+
+// Close stops the timekeeper and ends every live sandbox with reason daemon_shutdown.
+func (m *Manager) Close() {
+	close(m.stop)
+	var wg sync.WaitGroup
+	for _, b := range m.snapshot() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown)
+		}()
+	}
+	wg.Wait()
+	m.wg.Wait()
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+)
+
+// The OpenAPI 3.1 document is built from the route table and the api package's types by
+// reflection, so it always names every route and every field the daemon really has.
+
+var (
+	openapiOnce sync.Once
+	openapiDoc  []byte
+)
+
+func openapi(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	openapiOnce.Do(func() { openapiDoc, _ = json.MarshalIndent(buildOpenAPI(s.cfg.Version), "", "  ") })
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openapiDoc)
+	return nil, written
+}
+
+type obj = map[string]any
+
+var pathParam = regexp.MustCompile(`\{(\w+)\}`)
+
+func buildOpenAPI(version string) obj {
+	g := &schemaGen{defs: obj{}}
+	errResp := obj{"description": "error", "content": obj{"application/json": obj{"schema": obj{
+		"type": "object", "required": []string{"ok", "error"},
+		"properties": obj{"ok": obj{"const": false}, "error": g.schema(reflect.TypeFor[api.Error]())},
+	}}}}
+	paths := obj{}
+	for _, rt := range routes() {
+		op := obj{"summary": rt.doc.summary, "operationId": operationID(rt)}
+		var params []any
+		for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
+			params = append(params, obj{"name": m[1], "in": "path", "required": true, "schema": obj{"type": "string"}})
+		}
+		for _, q := range rt.doc.query {
+			params = append(params, obj{"name": q.name, "in": "query", "description": q.desc, "schema": obj{"type": q.typ}})
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		if rt.public {
+			op["security"] = []any{}
+		}
+		switch {
+		case rt.doc.body != nil:
+			op["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.doc.body))}}}
+		case rt.doc.rawBody:
+			op["requestBody"] = obj{"required": true, "content": obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}}
+		}
+		ok := obj{"description": "success"}
+		switch {
+		case rt.doc.rawResp:
+			ok["content"] = obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}
+		case rt.doc.resp != nil:
+			data := g.schema(reflect.TypeOf(rt.doc.resp))
+			ok["content"] = obj{"application/json": obj{"schema": obj{
+				"type": "object", "required": []string{"ok", "data"},
+				"properties": obj{"ok": obj{"const": true}, "data": data},
+			}}}
+		default:
+			ok["content"] = obj{"application/json": obj{"schema": obj{"type": "object"}}}
+		}
+		if rt.doc.stream != "" {
+			ok["description"] = "success; streamed over " + rt.doc.stream + " (each message is the schema shown)"
+		}
+		status := "200"
+		if rt.doc.created {
+			status = "201"
+		}
+		op["responses"] = obj{status: ok, "4XX": errResp, "5XX": errResp}
+		p, _ := paths[rt.path].(obj)
+		if p == nil {
+			p = obj{}
+			paths[rt.path] = p
+		}
+		p[strings.ToLower(rt.method)] = op
+	}
+	return obj{
+		"openapi": "3.1.0",
+		"info": obj{"title": "airlock", "version": version,
+			"description": "Sandboxes for code that AI agents write. Every answer is {ok, data} or {ok: false, error: {code, message, field}}."},
+		"security":   []any{obj{"bearer": []any{}}},
+		"paths":      paths,
+		"components": obj{"schemas": g.defs, "securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer"}}},
+	}
+}
+
+func operationID(rt route) string {
+	p := pathParam.ReplaceAllString(rt.path, "by-$1")
+	return strings.ToLower(rt.method) + strings.NewReplacer("/", "-", ".", "-").Replace(p)
+}
+
+// schemaGen turns Go types into JSON Schema, with named structs as components.
+type schemaGen struct{ defs obj }
+
+var (
+	timeType    = reflect.TypeFor[time.Time]()
+	commandType = reflect.TypeFor[api.Command]()
+)
+
+func (g *schemaGen) schema(t reflect.Type) obj {
+	switch {
+	case t == timeType:
+		return obj{"type": "string", "format": "date-time"}
+	case t == commandType:
+		return obj{"oneOf": []any{obj{"type": "string", "description": "run by /bin/sh -c"}, obj{"type": "array", "items": obj{"type": "string"}}}}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return g.schema(t.Elem())
+	case reflect.String:
+		return obj{"type": "string"}
+	case reflect.Bool:
+		return obj{"type": "boolean"}
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return obj{"type": "integer"}
+	case reflect.Float64, reflect.Float32:
+		return obj{"type": "number"}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return obj{"type": "string", "contentEncoding": "base64"}
+		}
+		return obj{"type": "array", "items": g.schema(t.Elem())}
+	case reflect.Map:
+		return obj{"type": "object", "additionalProperties": g.schema(t.Elem())}
+	case reflect.Interface:
+		return obj{}
+	case reflect.Struct:
+		name := t.Name()
+		if _, done := g.defs[name]; !done {
+			g.defs[name] = obj{} // placeholder against recursion
+			props := obj{}
+			g.fields(t, props)
+			g.defs[name] = obj{"type": "object", "properties": props}
+		}
+		return obj{"$ref": "#/components/schemas/" + name}
+	}
+	return obj{}
+}
+
+// fields adds t's JSON fields to props; embedded structs are flattened, as encoding/json does.
+func (g *schemaGen) fields(t reflect.Type, props obj) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			g.fields(f.Type, props)
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		props[tag] = g.schema(f.Type)
+	}
+}

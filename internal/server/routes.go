@@ -1,0 +1,134 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/manager"
+)
+
+// opDoc documents a route for the OpenAPI document.
+type opDoc struct {
+	summary string
+	body    any // request body type (JSON), nil for none
+	resp    any // the "data" of the success envelope, nil for none
+	created bool
+	query   []param
+	// raw request/response bodies and streams, instead of JSON
+	rawBody, rawResp bool
+	stream           string // "websocket", "sse+websocket"
+}
+
+type param struct{ name, typ, desc string }
+
+const sbx = "/api/v1/sandboxes/{id}"
+
+// routes is the whole API.
+func routes() []route {
+	pathQ := []param{{"path", "string", "a path inside the sandbox; relative paths start at its workdir"}}
+	return []route{
+		{"GET", "/healthz", true, health, opDoc{summary: "Health of the daemon (no key needed)", resp: api.Health{}}},
+		{"GET", "/api/v1/openapi.json", true, openapi, opDoc{summary: "This document (no key needed)"}},
+		{"GET", "/api/v1/capabilities", false, capabilities, opDoc{summary: "Isolation levels and features this host offers, with reasons", resp: api.Capabilities{}}},
+
+		{"POST", "/api/v1/sandboxes", false, createSandbox, opDoc{summary: "Create a sandbox; it is returned ready", body: api.Spec{}, resp: api.Sandbox{}, created: true}},
+		{"GET", "/api/v1/sandboxes", false, listSandboxes, opDoc{summary: "List the tenant's sandboxes, newest first", resp: []api.Sandbox{}, query: []param{
+			{"status", "string", "repeatable; keep sandboxes in these statuses"},
+			{"agentId", "string", "keep sandboxes of this agent"},
+			{"metadata", "string", "repeatable key=value; keep sandboxes whose metadata has all of them"},
+		}}},
+		{"GET", sbx, false, getSandbox, opDoc{summary: "One sandbox, with its recorded transitions", resp: api.Sandbox{}}},
+		{"DELETE", sbx, false, terminateSandbox, opDoc{summary: "Terminate a sandbox (the record is kept)", resp: api.Sandbox{}}},
+		{"POST", sbx + "/terminate", false, terminateSandbox, opDoc{summary: "Terminate a sandbox (the record is kept)", resp: api.Sandbox{}}},
+		{"POST", sbx + "/pause", false, pauseSandbox, opDoc{summary: "Freeze every process of the sandbox", resp: api.Sandbox{}}},
+		{"POST", sbx + "/resume", false, resumeSandbox, opDoc{summary: "Thaw a paused sandbox", resp: api.Sandbox{}}},
+
+		{"POST", sbx + "/exec", false, execSync, opDoc{summary: "Run a command and wait for its result", body: api.ExecRequest{}, resp: api.ExecResult{}}},
+		{"GET", sbx + "/exec", false, execInteractive, opDoc{summary: "Interactive exec over WebSocket: JSON frames (start, stdin, resize, eof, signal → started, stdout, stderr, exit)", resp: api.Frame{}, stream: "websocket"}},
+		{"GET", sbx + "/execs", false, listExecs, opDoc{summary: "The sandbox's recorded execs, newest first", resp: []api.Execution{}}},
+		{"GET", sbx + "/execs/{execId}", false, getExec, opDoc{summary: "One recorded exec", resp: api.Execution{}}},
+		{"GET", sbx + "/logs", false, logs, opDoc{summary: "The sandbox's output and events; with follow=true streamed as SSE (Accept: text/event-stream) or WebSocket", resp: []api.LogEntry{}, stream: "sse+websocket", query: []param{
+			{"follow", "boolean", "keep streaming until the sandbox ends"},
+			{"since", "integer", "only entries with a greater seq"},
+		}}},
+		{"GET", sbx + "/metrics", false, metrics, opDoc{summary: "Current and recent CPU, memory, pids, disk and network counters", resp: api.Metrics{}}},
+
+		{"GET", sbx + "/files", false, downloadFile, opDoc{summary: "Download a file", rawResp: true, query: pathQ}},
+		{"PUT", sbx + "/files", false, uploadFile, opDoc{summary: "Upload a file (the body is its content), replacing it atomically", rawBody: true, resp: api.FileInfo{}, query: append(pathQ,
+			param{"mode", "string", "permission bits in octal (default 0644)"}, param{"parents", "boolean", "create missing parent directories"})}},
+		{"DELETE", sbx + "/files", false, removeFile, opDoc{summary: "Remove a file or directory", resp: api.FileInfo{}, query: append(pathQ,
+			param{"recursive", "boolean", "remove a directory tree"})}},
+		{"GET", sbx + "/files/list", false, listFiles, opDoc{summary: "List a directory", resp: []api.FileInfo{}, query: pathQ}},
+		{"GET", sbx + "/files/stat", false, statFile, opDoc{summary: "Describe a file (a final symlink is not followed)", resp: api.FileInfo{}, query: pathQ}},
+		{"POST", sbx + "/files/mkdir", false, mkdir, opDoc{summary: "Create a directory", resp: api.FileInfo{}, created: true, query: append(pathQ,
+			param{"parents", "boolean", "create missing parents, like mkdir -p"})}},
+
+		{"POST", "/api/sandbox/create", false, compatCreate, opDoc{summary: "Compatibility: create a sandbox", body: api.CompatCreateRequest{}, resp: api.CompatSandbox{}, created: true}},
+		{"GET", "/api/sandbox/{id}", false, compatGet, opDoc{summary: "Compatibility: one sandbox", resp: api.CompatSandbox{}}},
+		{"DELETE", "/api/sandbox/{id}", false, compatDelete, opDoc{summary: "Compatibility: terminate a sandbox", resp: api.CompatSandbox{}}},
+		{"POST", "/api/sandbox/{id}/run", false, compatRun, opDoc{summary: "Compatibility: run Python code; async returns a run to poll", body: api.CompatRunRequest{}, resp: api.CompatRun{}}},
+		{"GET", "/api/sandbox/{id}/run/{runId}", false, compatGetRun, opDoc{summary: "Compatibility: poll an async run", resp: api.CompatRun{}}},
+	}
+}
+
+func createSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	var spec api.Spec
+	if err := decode(w, r, s.cfg.MaxBodyBytes, &spec); err != nil {
+		return nil, err
+	}
+	return s.m.Create(syncCtx(r), spec)
+}
+
+func listSandboxes(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	o := manager.ListOptions{AgentID: q.Get("agentId")}
+	for _, v := range q["status"] {
+		o.Status = append(o.Status, strings.Split(v, ",")...)
+	}
+	for _, kv := range q["metadata"] {
+		k, v, _ := strings.Cut(kv, "=")
+		if o.Metadata == nil {
+			o.Metadata = map[string]string{}
+		}
+		o.Metadata[k] = v
+	}
+	return s.m.List(r.Context(), o)
+}
+
+func getSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Get(r.Context(), r.PathValue("id"))
+}
+
+func terminateSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Terminate(syncCtx(r), r.PathValue("id"))
+}
+
+func pauseSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Pause(syncCtx(r), r.PathValue("id"))
+}
+
+func resumeSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Resume(syncCtx(r), r.PathValue("id"))
+}
+
+func execSync(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.ExecRequest
+	if err := decode(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		return nil, err
+	}
+	// The command runs to its end (or timeout) and is recorded even if the client hangs up.
+	return s.m.Exec(syncCtx(r), r.PathValue("id"), req, manager.Stream{})
+}
+
+func listExecs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Execs(r.Context(), r.PathValue("id"))
+}
+
+func getExec(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Execution(r.Context(), r.PathValue("id"), r.PathValue("execId"))
+}
+
+func metrics(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Metrics(r.Context(), r.PathValue("id"))
+}

@@ -1,0 +1,148 @@
+// Package server is airlock's HTTP API (SPEC §6): routes, authentication, strict decoding, and
+// the one mapping from errors to HTTP statuses. It holds no sandbox logic; the manager does.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/manager"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tenant"
+)
+
+// Config tunes the API; zero values mean the defaults.
+type Config struct {
+	// MaxBodyBytes caps JSON request bodies (HTTP 413 beyond). Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxUploadBytes caps one file upload. Default 1 GiB (the sandbox's diskMb caps it too).
+	MaxUploadBytes int64
+	// Version is reported by /healthz and the capabilities.
+	Version string
+}
+
+// Server serves the API.
+type Server struct {
+	cfg     Config
+	m       *manager.Manager
+	store   *store.Store
+	drivers *driver.Registry
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+// route is one API route: its pattern, whether it needs a key, its handler and its documentation
+// (the OpenAPI document is built from this table, so it cannot miss a route).
+type route struct {
+	method, path string
+	public       bool
+	handle       func(s *Server, w http.ResponseWriter, r *http.Request) (any, error)
+	doc          opDoc
+}
+
+// New returns the API over a manager.
+func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Registry, log *slog.Logger) *Server {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxUploadBytes == 0 {
+		cfg.MaxUploadBytes = 1 << 30
+	}
+	s := &Server{cfg: cfg, m: m, store: st, drivers: drivers, log: log, mux: http.NewServeMux()}
+	for _, rt := range routes() {
+		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, nil, errNoRoute(r))
+	})
+	return s
+}
+
+func errNoRoute(r *http.Request) error {
+	return errdefs.New(errdefs.ErrNotFound, "no route %s %s", r.Method, r.URL.Path)
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// wrap authenticates, calls the handler and writes its answer in the envelope.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		log := s.log.With("method", r.Method, "path", r.URL.Path)
+		if !rt.public {
+			ten, err := s.authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+				writeError(w, log, err)
+				return
+			}
+			r = r.WithContext(tenant.With(r.Context(), ten))
+			log = log.With("tenant", ten)
+		}
+		data, err := rt.handle(s, w, r)
+		switch {
+		case errors.Is(err, written):
+		case err != nil:
+			writeError(w, log, err)
+		default:
+			status := http.StatusOK
+			if r.Method == http.MethodPost && rt.doc.created {
+				status = http.StatusCreated
+			}
+			writeJSON(w, status, data)
+		}
+		log.Debug("request", "took", time.Since(t0), "err", err)
+	})
+}
+
+// authenticate checks the bearer key and returns its tenant.
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || key == "" {
+		return "", errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
+	}
+	ten, _, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
+	if err != nil {
+		if errors.Is(err, errdefs.ErrUnauthenticated) {
+			return "", errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
+		}
+		return "", err
+	}
+	return ten, nil
+}
+
+func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return api.Health{Status: "ok", Version: s.cfg.Version, Sandboxes: s.m.Live()}, nil
+}
+
+func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	c := api.Capabilities{Version: s.cfg.Version, Features: map[string]bool{
+		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
+		"metrics": true, "pauseResume": true, "snapshots": false, "networkPolicy": false, "webhooks": false,
+	}}
+	have := map[string]bool{}
+	for _, d := range s.drivers.All() {
+		dc := d.Capabilities()
+		have[d.Name()] = true
+		c.Levels = append(c.Levels, api.LevelCapability{Level: d.Name(), Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})
+	}
+	for _, l := range []string{sandbox.LevelContainer, sandbox.LevelWasm, sandbox.LevelMicroVM, sandbox.LevelEnclave} {
+		if !have[l] {
+			c.Levels = append(c.Levels, api.LevelCapability{Level: l, Reason: "not built into this version of airlock"})
+		}
+	}
+	return c, nil
+}
+
+// syncCtx is the context of work that must finish and be recorded even if the client hangs up.
+func syncCtx(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }

@@ -1,0 +1,182 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+func TestErrorStatus(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+		code   string
+		field  string
+	}{
+		{errdefs.Invalid("resources.cpu", "too many"), 400, api.CodeInvalidArgument, "resources.cpu"},
+		{fmt.Errorf("x: %w", errdefs.ErrNotFound), 404, api.CodeNotFound, ""},
+		{&sandbox.StateError{ID: "sbx_1", Status: api.StatusPaused, Op: "exec"}, 409, api.CodeConflict, ""},
+		{&errdefs.FieldError{Field: "isolation", Message: "no", Kind: errdefs.ErrUnavailable}, 422, api.CodeIsolationUnavailable, "isolation"},
+		{errdefs.Unavailable("network.egressPolicy", "later"), 422, api.CodeUnavailable, "network.egressPolicy"},
+		{fmt.Errorf("q: %w", errdefs.ErrQuota), 429, api.CodeQuotaExceeded, ""},
+		{fmt.Errorf("k: %w", errdefs.ErrUnauthenticated), 401, api.CodeUnauthorized, ""},
+		{fmt.Errorf("p: %w", errdefs.ErrPermissionDenied), 403, api.CodeForbidden, ""},
+		{fmt.Errorf("big: %w", errdefs.ErrTooLarge), 413, api.CodePayloadTooLarge, ""},
+		{&http.MaxBytesError{Limit: 5}, 413, api.CodePayloadTooLarge, ""},
+		{fmt.Errorf("full: %w", errdefs.ErrNoSpace), 507, api.CodeInsufficientStorage, ""},
+		{fmt.Errorf("setup: %w", errdefs.ErrSetup), 500, api.CodeInternal, ""},
+		{errors.New("boom"), 500, api.CodeInternal, ""},
+	} {
+		status, e := errorStatus(c.err)
+		if status != c.status || e.Code != c.code || e.Field != c.field || e.Message == "" {
+			t.Errorf("%v: %d %+v, want %d %s %q", c.err, status, e, c.status, c.code, c.field)
+		}
+	}
+	if _, e := errorStatus(&sandbox.StateError{ID: "sbx_1", Status: api.StatusTerminated, Op: "exec"}); e.Status != api.StatusTerminated {
+		t.Errorf("conflict does not name the status: %+v", e)
+	}
+}
+
+func TestDecodeNamesTheField(t *testing.T) {
+	for _, c := range []struct{ body, field string }{
+		{`{"resources":{"cpu":"x"}}`, "resources.cpu"},
+		{`{"resources":{"bogus":1}}`, "resources.bogus"},
+		{`{"resources":{"memoryMB":1}}`, "resources.memoryMB"},
+		{`{"Name":"x"}`, "Name"},
+		{`{"metadata":{"a":1}}`, "metadata"},
+		{`{"name":5}`, "name"},
+		{`[1]`, "body"},
+		{`{"name":"a"`, "body"},
+		{`{"name":"a"}x`, "body"},
+		{`   `, "body"},
+	} {
+		var spec api.Spec
+		err := decodeJSON([]byte(c.body), &spec)
+		fe, ok := errors.AsType[*errdefs.FieldError](err)
+		if !ok || fe.Field != c.field {
+			t.Errorf("%s: %v, want field %q", c.body, err, c.field)
+		}
+	}
+	var req api.ExecRequest
+	if err := decodeJSON([]byte(`{"command":{"a":1}}`), &req); err == nil || !strings.Contains(err.Error(), "command") {
+		t.Errorf("bad command: %v", err)
+	}
+	if err := decodeJSON([]byte(`{"command":"echo hi"}`), &req); err != nil || strings.Join(req.Command, " ") != "/bin/sh -c echo hi" {
+		t.Errorf("string command: %v %q", err, req.Command)
+	}
+}
+
+// FuzzDecode feeds arbitrary bodies to the strict decoder and the spec validation: they must never
+// panic, and every refusal must be a field error (the API names what is wrong).
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"resources":{"cpu":0.5,"memoryMb":512}}`, `{"isolation":"process","network":{"allowedDomains":["*.x.com"]}}`,
+		`{"filesystem":{"readOnly":["/data:/mnt"],"blocked":["/etc/shadow"]}}`, `{"command":["ls","-l"],"timeout":3}`,
+		`{"command":"echo hi","env":{"A":"b"},"stdin":"x"}`, `{"agent_id":"a","mode":"wasm","config":{"resources":{"memory":"512m"}}}`,
+		`{"resources":{"cpu":1e400}}`, `{"timeout":{"maxDurationSeconds":-1}}`, `{"environment":{"A=B":"c"}}`, "\x00", `{"a":`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var spec api.Spec
+		if err := decodeJSON(body, &spec); err != nil {
+			mustFieldError(t, err)
+		} else {
+			sandbox.SetDefaults(&spec)
+			if err := sandbox.Validate(&spec); err != nil {
+				mustFieldError(t, err)
+			}
+		}
+		var req api.ExecRequest
+		if err := decodeJSON(body, &req); err != nil {
+			mustFieldError(t, err)
+		}
+		var compat api.CompatCreateRequest
+		if err := decodeJSON(body, &compat); err == nil {
+			if _, err := compatSpec(compat); err != nil {
+				mustFieldError(t, err)
+			}
+		} else {
+			mustFieldError(t, err)
+		}
+	})
+}
+
+func mustFieldError(t *testing.T, err error) {
+	t.Helper()
+	fe, ok := errors.AsType[*errdefs.FieldError](err)
+	if !ok || fe.Field == "" || fe.Message == "" {
+		t.Fatalf("refusal without a field: %v", err)
+	}
+	if status, _ := errorStatus(err); status != 400 && status != 422 {
+		t.Fatalf("refusal maps to %d: %v", status, err)
+	}
+}
+
+// TestOpenAPI checks the served document: OpenAPI 3.1, every route of the server in it with its
+// method, every path of it routed by the server's mux to that very route, and every $ref defined.
+func TestOpenAPI(t *testing.T) {
+	s := New(Config{Version: "test"}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/openapi.json", nil))
+	if rec.Code != 200 {
+		t.Fatalf("openapi.json: %d %s", rec.Code, rec.Body)
+	}
+	raw := rec.Body.String()
+	var doc struct {
+		OpenAPI    string                               `json:"openapi"`
+		Paths      map[string]map[string]map[string]any `json:"paths"`
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil || doc.OpenAPI != "3.1.0" {
+		t.Fatalf("document: %v %q", err, doc.OpenAPI)
+	}
+	n := 0
+	for _, rt := range routes() {
+		op, ok := doc.Paths[rt.path][strings.ToLower(rt.method)]
+		if !ok {
+			t.Errorf("route %s %s is not in the document", rt.method, rt.path)
+			continue
+		}
+		if op["summary"] == "" || op["responses"] == nil {
+			t.Errorf("route %s %s: undocumented", rt.method, rt.path)
+		}
+		n++
+	}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			concrete := strings.NewReplacer("{id}", "sbx_x", "{execId}", "exec_x", "{runId}", "exec_y").Replace(path)
+			_, pattern := s.mux.Handler(httptest.NewRequest(strings.ToUpper(method), concrete, nil))
+			if pattern != strings.ToUpper(method)+" "+path {
+				t.Errorf("documented %s %s is served by %q", method, path, pattern)
+			}
+		}
+	}
+	if n < 25 {
+		t.Errorf("only %d routes", n)
+	}
+	for _, m := range regexpRef.FindAllStringSubmatch(raw, -1) {
+		if _, ok := doc.Components.Schemas[m[1]]; !ok {
+			t.Errorf("$ref to undefined schema %s", m[1])
+		}
+	}
+	for _, name := range []string{"Spec", "Sandbox", "ExecResult", "ExecRequest", "FileInfo", "Error"} {
+		if _, ok := doc.Components.Schemas[name]; !ok {
+			t.Errorf("schema %s missing", name)
+		}
+	}
+}
+
+var regexpRef = regexp.MustCompile(`"#/components/schemas/(\w+)"`)

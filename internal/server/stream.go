@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/manager"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/websocket"
+)
+
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// frameWriter sends everything written to it as frames of one type.
+type frameWriter struct {
+	c   *websocket.Conn
+	typ string
+}
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	if err := sendFrame(f.c, api.Frame{Type: f.typ, Data: p}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func sendFrame(c *websocket.Conn, f api.Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return c.WriteMessage(websocket.Text, b)
+}
+
+// execInteractive runs one command over a WebSocket: the client's first frame is "start", then
+// stdin, resize, eof and signal frames; the daemon answers started, stdout/stderr chunks and one
+// exit (or error) frame. A client that goes away kills the command.
+func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	if _, err := s.m.Get(r.Context(), id); err != nil {
+		return nil, err
+	}
+	if !isUpgrade(r) {
+		return nil, errdefs.Invalid("Upgrade", "interactive exec is a WebSocket; use POST .../exec for a plain request")
+	}
+	c, err := websocket.Accept(w, r)
+	if err != nil {
+		return nil, written
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(s.cfg.MaxBodyBytes)
+	fail := func(err error) (any, error) {
+		_, e := errorStatus(err)
+		sendFrame(c, api.Frame{Type: api.FrameError, Error: &e})
+		c.Close(websocket.CloseNormal, "")
+		return nil, written
+	}
+	_, msg, err := c.ReadMessage()
+	if err != nil {
+		return nil, written
+	}
+	var start api.Frame
+	if err := decodeJSON(msg, &start); err != nil {
+		return fail(err)
+	}
+	if start.Type != api.FrameStart || start.Start == nil {
+		return fail(errdefs.Invalid("type", "the first frame must be {\"type\":\"start\",\"start\":{...}}"))
+	}
+
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	stdinR, stdinW := io.Pipe()
+	defer stdinR.Close()
+	resize := make(chan sandbox.Winsize, 8)
+	signals := make(chan syscall.Signal, 8)
+	go func() {
+		// The reader: the client's frames until it goes away, which ends the command.
+		defer cancel()
+		for {
+			_, msg, err := c.ReadMessage()
+			if err != nil {
+				stdinW.CloseWithError(io.EOF)
+				return
+			}
+			var f api.Frame
+			if json.Unmarshal(msg, &f) != nil {
+				continue
+			}
+			switch f.Type {
+			case api.FrameStdin:
+				stdinW.Write(f.Data)
+			case api.FrameEOF:
+				stdinW.Close()
+			case api.FrameResize:
+				select {
+				case resize <- sandbox.Winsize{Rows: f.Rows, Cols: f.Cols}:
+				default:
+				}
+			case api.FrameSignal:
+				select {
+				case signals <- syscall.Signal(f.Signal):
+				default:
+				}
+			}
+		}
+	}()
+	var stdin io.Reader = stdinR
+	if start.Start.Stdin != "" {
+		stdin = io.MultiReader(strings.NewReader(start.Start.Stdin), stdinR)
+	}
+	st := manager.Stream{
+		Stdin: stdin, Stdout: frameWriter{c, api.FrameStdout}, Stderr: frameWriter{c, api.FrameStderr},
+		TTY: start.Start.TTY, Rows: start.Start.Rows, Cols: start.Start.Cols, Resize: resize, Signal: signals,
+		Started: func(execID string) { sendFrame(c, api.Frame{Type: api.FrameStarted, ExecutionID: execID}) },
+	}
+	res, err := s.m.Exec(ctx, id, start.Start.ExecRequest, st)
+	if err != nil {
+		return fail(err)
+	}
+	sendFrame(c, api.Frame{Type: api.FrameExit, ExecutionID: res.ExecutionID, Result: &res})
+	c.Close(websocket.CloseNormal, "")
+	return nil, written
+}
+
+// logs answers GET .../logs: a JSON list, or with follow=true a stream (WebSocket when the
+// request upgrades, SSE otherwise) that ends when the sandbox does.
+func logs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	follow, err := boolQuery(r, "follow")
+	if err != nil {
+		return nil, err
+	}
+	var since int64
+	if v := r.URL.Query().Get("since"); v != "" {
+		if since, err = strconv.ParseInt(v, 10, 64); err != nil || since < 0 {
+			return nil, errdefs.Invalid("since", "must be a non-negative integer (got %q)", v)
+		}
+	}
+	if _, err := s.m.Get(r.Context(), id); err != nil {
+		return nil, err
+	}
+	switch {
+	case !follow:
+		out := []api.LogEntry{}
+		err := s.m.Logs(r.Context(), id, since, false, func(e api.LogEntry) error { out = append(out, e); return nil })
+		return out, err
+	case isUpgrade(r):
+		return logsWebSocket(s, w, r, id, since)
+	}
+	return logsSSE(s, w, r, id, since)
+}
+
+func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since int64) (any, error) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var mu sync.Mutex // guards w between the stream and the heartbeat
+	send := func(s string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := io.WriteString(w, s); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	send(": airlock logs of " + id + "\n\n")
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		// A comment line now and then keeps proxies from closing a quiet stream.
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if send(": keep-alive\n\n") != nil {
+					cancel()
+				}
+			}
+		}
+	}()
+	err := s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		return send(fmt.Sprintf("id: %d\nevent: log\ndata: %s\n\n", e.Seq, b))
+	})
+	if err == nil && ctx.Err() == nil {
+		send("event: end\ndata: {}\n\n")
+	}
+	return nil, written
+}
+
+func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string, since int64) (any, error) {
+	c, err := websocket.Accept(w, r)
+	if err != nil {
+		return nil, written
+	}
+	defer c.CloseNow()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	go func() {
+		// Nothing is expected from the client; its going away ends the stream.
+		defer cancel()
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		return c.WriteMessage(websocket.Text, b)
+	})
+	c.Close(websocket.CloseNormal, "end of log")
+	return nil, written
+}

@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/errdefs"
+)
+
+// Key secrets and IDs are lowercase base32: unambiguous, and safe in headers, URLs and shells.
+const (
+	secretPrefix = "alk_"
+	keyIDPrefix  = "key_"
+	secretBytes  = 25 // 200 bits: 40 base32 characters
+	keyIDBytes   = 10 // 16 base32 characters
+)
+
+var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// maxTenantLen is the longest tenant name.
+const maxTenantLen = 64
+
+// ValidateTenant reports whether name is a valid tenant name: 1-64 characters of [a-zA-Z0-9._-].
+func ValidateTenant(name string) error {
+	if name == "" || len(name) > maxTenantLen {
+		return errdefs.Invalid("tenant", "must be 1-%d characters long", maxTenantLen)
+	}
+	for _, c := range []byte(name) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '-'
+		if !ok {
+			return errdefs.Invalid("tenant", "may hold only letters, digits, '.', '_' and '-', not %q", name)
+		}
+	}
+	return nil
+}
+
+func randomText(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails; it crashes the program if the kernel cannot supply randomness
+	return keyEncoding.EncodeToString(b)
+}
+
+func hashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// CreateKey makes a new API key for tenant, creating the tenant if this is its first key. The
+// secret is returned once; only its SHA-256 is stored.
+func (s *Store) CreateKey(ctx context.Context, tenant string) (secret string, k api.Key, err error) {
+	if err := ValidateTenant(tenant); err != nil {
+		return "", api.Key{}, err
+	}
+	secret = secretPrefix + randomText(secretBytes)
+	k = api.Key{ID: keyIDPrefix + randomText(keyIDBytes), Tenant: tenant, CreatedAt: time.Now().UTC()}
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO tenants (name, created_at) VALUES (?, ?)`,
+			tenant, toNanos(k.CreatedAt)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, tenant, hash, created_at) VALUES (?, ?, ?, ?)`,
+			k.ID, tenant, hashSecret(secret), toNanos(k.CreatedAt))
+		return err
+	})
+	if err != nil {
+		return "", api.Key{}, fmt.Errorf("create key for tenant %q: %w", tenant, err)
+	}
+	return secret, k, nil
+}
+
+const keyColumns = `id, tenant, created_at, revoked_at`
+
+func scanKey(row interface{ Scan(...any) error }) (api.Key, error) {
+	var k api.Key
+	var created int64
+	var revoked sql.NullInt64
+	if err := row.Scan(&k.ID, &k.Tenant, &created, &revoked); err != nil {
+		return api.Key{}, err
+	}
+	k.CreatedAt = fromNanos(created)
+	if revoked.Valid {
+		t := fromNanos(revoked.Int64)
+		k.RevokedAt = &t
+	}
+	return k, nil
+}
+
+// Keys lists every key, oldest first, revoked ones included.
+func (s *Store) Keys(ctx context.Context) ([]api.Key, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	defer rows.Close()
+	var keys []api.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return keys, nil
+}
+
+// RevokeKey revokes the key with the given ID or secret and returns it. Revoking a revoked key
+// changes nothing. An unknown key is ErrNotFound.
+func (s *Store) RevokeKey(ctx context.Context, idOrSecret string) (api.Key, error) {
+	where, arg, what := `id = ?`, any(idOrSecret), idOrSecret
+	if strings.HasPrefix(idOrSecret, secretPrefix) {
+		where, arg, what = `hash = ?`, hashSecret(idOrSecret), secretPrefix+"…" // never log a secret
+	}
+	row := s.write.QueryRowContext(ctx,
+		`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE `+where+` RETURNING `+keyColumns,
+		toNanos(time.Now()), arg)
+	k, err := scanKey(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return api.Key{}, fmt.Errorf("key %q: %w", what, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return api.Key{}, fmt.Errorf("revoke key %q: %w", what, err)
+	}
+	return k, nil
+}
+
+// Authenticate returns the tenant and key ID of secret; an unknown or revoked secret is
+// ErrUnauthenticated. The lookup is by the secret's SHA-256, so its timing reveals nothing about
+// the stored secrets.
+func (s *Store) Authenticate(ctx context.Context, secret string) (tenant, keyID string, err error) {
+	var revoked sql.NullInt64
+	err = s.read.QueryRowContext(ctx, `SELECT id, tenant, revoked_at FROM api_keys WHERE hash = ?`,
+		hashSecret(secret)).Scan(&keyID, &tenant, &revoked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", "", fmt.Errorf("unknown API key: %w", errdefs.ErrUnauthenticated)
+	case err != nil:
+		return "", "", fmt.Errorf("authenticate: %w", err)
+	case revoked.Valid:
+		return "", "", fmt.Errorf("API key %s is revoked: %w", keyID, errdefs.ErrUnauthenticated)
+	}
+	return tenant, keyID, nil
+}

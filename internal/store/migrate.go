@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// migrations are the schema's history: migrations[i] takes the schema from version i to i+1.
+// Append only; never edit one that has shipped.
+var migrations = []string{
+	// 1: the initial schema.
+	`
+CREATE TABLE tenants (
+	name       TEXT PRIMARY KEY,
+	created_at INTEGER NOT NULL
+);
+
+CREATE TABLE api_keys (
+	id         TEXT PRIMARY KEY,
+	tenant     TEXT NOT NULL REFERENCES tenants(name),
+	hash       BLOB NOT NULL UNIQUE, -- SHA-256 of the secret; the secret itself is never stored
+	created_at INTEGER NOT NULL,
+	revoked_at INTEGER
+);
+
+CREATE TABLE sandboxes (
+	id         TEXT PRIMARY KEY,
+	tenant     TEXT NOT NULL,
+	agent_id   TEXT NOT NULL, -- copied from spec for the index
+	spec       TEXT NOT NULL, -- api.Spec as JSON
+	status     TEXT NOT NULL,
+	reason     TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	host       TEXT           -- the level's host facts as JSON
+);
+CREATE INDEX sandboxes_tenant_created ON sandboxes(tenant, created_at);
+CREATE INDEX sandboxes_created ON sandboxes(created_at);
+CREATE INDEX sandboxes_tenant_status ON sandboxes(tenant, status);
+CREATE INDEX sandboxes_status ON sandboxes(status);
+CREATE INDEX sandboxes_agent ON sandboxes(agent_id) WHERE agent_id != '';
+
+CREATE TABLE transitions (
+	seq         INTEGER PRIMARY KEY,
+	sandbox_id  TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+	from_status TEXT NOT NULL,
+	to_status   TEXT NOT NULL,
+	reason      TEXT NOT NULL,
+	at          INTEGER NOT NULL
+);
+CREATE INDEX transitions_sandbox ON transitions(sandbox_id, seq);
+
+CREATE TABLE execs (
+	id         TEXT PRIMARY KEY,
+	sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+	command    TEXT NOT NULL, -- JSON array
+	status     TEXT NOT NULL,
+	started_at INTEGER NOT NULL,
+	ended_at   INTEGER,
+	result     TEXT           -- api.ExecResult as JSON
+);
+CREATE INDEX execs_sandbox ON execs(sandbox_id, started_at);
+CREATE INDEX execs_running ON execs(status) WHERE status = 'running';
+`,
+}
+
+// migrate brings the schema up to date, one migration per transaction. Each transaction reads the
+// version itself, so two processes opening a new database at once apply every migration once.
+func (s *Store) migrate(ctx context.Context) error {
+	for {
+		var applied bool
+		var version int
+		err := s.writeTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx,
+				`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+				return err
+			}
+			err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+			if errors.Is(err, sql.ErrNoRows) {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+					return err
+				}
+			} else if err != nil {
+				return err
+			}
+			if version > len(migrations) {
+				return fmt.Errorf("schema version %d is newer than this airlock's (%d)", version, len(migrations))
+			}
+			if version == len(migrations) {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+				return fmt.Errorf("migration %d: %w", version+1, err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, version+1); err != nil {
+				return err
+			}
+			applied = true
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !applied {
+			return nil
+		}
+		s.log.Info("database migrated", "version", version+1)
+	}
+}

@@ -1,0 +1,188 @@
+// Package store is airlock's persistence: tenants and API keys, sandboxes and their lifecycle
+// transitions, and exec records, in one embedded SQLite database (pure Go, no cgo).
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/airlockrun/airlock/internal/errdefs"
+)
+
+// Sync modes of Options.Sync.
+const (
+	// SyncNormal is WAL with synchronous=NORMAL: a committed record survives a crash or a kill -9
+	// of the daemon (it is in the WAL file, in the kernel's page cache), not a power loss.
+	SyncNormal = "normal"
+	// SyncFull fsyncs the WAL at every commit: a committed record survives a power loss.
+	SyncFull = "full"
+)
+
+// busyTimeout is how long a connection waits for another's lock before failing with
+// SQLITE_BUSY. Inside the daemon writes never contend (there is one writer connection); this is
+// for other processes on the same file, such as `airlock keys create`, and for checkpoints.
+const busyTimeout = 10 * time.Second
+
+// Options tune the database.
+type Options struct {
+	// Sync is "normal" (the default: WAL with synchronous=NORMAL: a committed record survives a
+	// crash or kill -9 of the daemon, not a power loss) or "full" (fsync per commit: survives
+	// power loss, slower).
+	Sync string
+}
+
+// Validate reports an unknown sync mode.
+func (o Options) Validate() error {
+	switch o.Sync {
+	case "", SyncNormal, SyncFull:
+		return nil
+	}
+	return errdefs.Invalid("sync", "must be %q or %q, not %q", SyncNormal, SyncFull, o.Sync)
+}
+
+// Store is an open database. Its methods are safe for concurrent use.
+type Store struct {
+	// write is the only connection that writes (SetMaxOpenConns(1)): writers queue in
+	// database/sql rather than in SQLite's busy handler, so they never see SQLITE_BUSY.
+	write *sql.DB
+	// read is a pool of read-only connections; in WAL mode readers never wait for the writer.
+	read *sql.DB
+	log  *slog.Logger
+}
+
+// Open opens (creating if needed) the database at path (file mode 0600, parent dir 0700), sets
+// WAL mode, foreign keys, busy_timeout and the sync mode, and runs the migrations.
+func Open(ctx context.Context, path string, opts Options, log *slog.Logger) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("database path: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("database directory: %w", err)
+	}
+	// Create the file ourselves so that its mode is 0600 whatever the umask; SQLite gives the
+	// -wal and -shm files the mode of the database file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("database file: %w", err)
+	}
+	f.Close()
+
+	sync := "NORMAL"
+	if opts.Sync == SyncFull {
+		sync = "FULL"
+	}
+	write, err := sql.Open("sqlite", dsn(path, true,
+		"journal_mode(WAL)", "synchronous("+sync+")", "foreign_keys(1)"))
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	read, err := sql.Open("sqlite", dsn(path, false, "query_only(1)", "foreign_keys(1)"))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n) // keep them: opening one runs the pragmas again
+	read.SetConnMaxIdleTime(0)
+
+	s := &Store{write: write, read: read, log: log}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsn is the modernc.org/sqlite data source name of the database at the absolute path, with the
+// busy timeout and the given pragmas; write transactions of a writer begin IMMEDIATE, so they take
+// the write lock at BEGIN (waiting in the busy handler) instead of failing when they upgrade.
+func dsn(path string, writer bool, pragmas ...string) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	if writer {
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Close closes the database. Closing the last connection checkpoints the WAL into the database
+// file.
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// writeTx runs fn in one write transaction (BEGIN IMMEDIATE) on the writer connection and commits
+// it if fn returns nil.
+func (s *Store) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// sqliteCode is the extended SQLite result code of err, or 0.
+func sqliteCode(err error) int {
+	if e, ok := errors.AsType[*sqlite.Error](err); ok {
+		return e.Code()
+	}
+	return 0
+}
+
+// isUniqueViolation reports a duplicate primary key or unique column.
+func isUniqueViolation(err error) bool {
+	c := sqliteCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || c == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}
+
+// isForeignKeyViolation reports a reference to a row that does not exist.
+func isForeignKeyViolation(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// Timestamps are stored as integer nanoseconds since the Unix epoch (UTC by definition), which
+// sort and compare as numbers.
+
+func toNanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// orNow is t, or the current time if t is zero.
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}

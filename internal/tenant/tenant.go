@@ -1,0 +1,19 @@
+// Package tenant carries the authenticated tenant of a request in its context. Every sandbox
+// belongs to one tenant, and a tenant sees only its own.
+package tenant
+
+import "context"
+
+type key struct{}
+
+// With returns ctx carrying tenant name.
+func With(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, key{}, name)
+}
+
+// From returns the tenant ctx carries, or "" when it carries none (host-side callers that act for
+// every tenant, such as recovery at start).
+func From(ctx context.Context) string {
+	s, _ := ctx.Value(key{}).(string)
+	return s
+}

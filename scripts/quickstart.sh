@@ -1,0 +1,33 @@
+#!/bin/sh
+# The main job on a fresh machine (make run): airlock serve with embedded defaults — SQLite in a
+# local data dir, loopback only — a first API key, and a copy-paste example. Ctrl-C stops the
+# daemon (it then terminates its sandboxes).
+set -eu
+BIN=${AIRLOCK_BIN:-bin/airlock}
+DATA=${AIRLOCK_DATA_DIR:-$PWD/.airlock}
+LISTEN=${AIRLOCK_LISTEN:-127.0.0.1:7070}
+
+KEY=$("$BIN" keys create --tenant default --data-dir "$DATA")
+cat <<MSG
+
+airlock serve is starting on http://$LISTEN (data in $DATA).
+A new API key for tenant "default" (shown once):
+
+    $KEY
+
+In another terminal, copy and paste:
+
+    export AIRLOCK_HOST=http://$LISTEN AIRLOCK_TOKEN=$KEY
+    ID=\$($BIN create --memory 512M --timeout 10m)
+    $BIN exec \$ID -- python3 -c 'print("hello from sandbox", __import__("os").getuid())'
+    $BIN exec -it \$ID            # an interactive shell in the same sandbox
+    $BIN ls
+    $BIN rm \$ID
+
+or with curl:
+
+    curl -s -H "Authorization: Bearer $KEY" -d '{"resources":{"memoryMb":512}}' http://$LISTEN/api/v1/sandboxes
+    curl -s -H "Authorization: Bearer $KEY" -d '{"command":"echo hi; uname -a"}' http://$LISTEN/api/v1/sandboxes/SBX_ID/exec
+
+MSG
+exec "$BIN" serve --data-dir "$DATA" --listen "$LISTEN"

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/client"
+)
+
+// daemon is an `airlock serve` the test started on a loopback port.
+type daemon struct {
+	t       *testing.T
+	dataDir string
+	cmd     *exec.Cmd
+	url     string
+	exited  chan struct{}
+
+	mu     sync.Mutex // guards stderr
+	stderr strings.Builder
+}
+
+// startDaemon starts airlock serve on 127.0.0.1 (a free port) with dataDir and extra flags, and
+// waits until it answers. It is stopped (SIGTERM) at the end of the test unless already gone.
+func startDaemon(t *testing.T, dataDir string, flags ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dataDir: dataDir, exited: make(chan struct{})}
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)
+	d.cmd = exec.Command(airlockBin, args...)
+	d.cmd.Env = append(append([]string{}, runEnv...), "AIRLOCK_LOG=info")
+	pr, pw := io.Pipe()
+	d.cmd.Stderr = pw
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			d.mu.Lock()
+			d.stderr.WriteString(line + "\n")
+			d.mu.Unlock()
+			if _, u, ok := strings.Cut(line, "url="); ok {
+				select {
+				case urlc <- strings.Fields(u)[0]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		d.cmd.Wait()
+		pw.Close()
+		close(d.exited)
+	}()
+	select {
+	case d.url = <-urlc:
+	case <-d.exited:
+		t.Fatalf("airlock serve exited at start:\n%s", d.log())
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		t.Fatalf("airlock serve did not start:\n%s", d.log())
+	}
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log())
+		}
+	})
+	return d
+}
+
+func (d *daemon) log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stderr.String()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *daemon) stop() error {
+	select {
+	case <-d.exited:
+		return nil
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(60 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.exited
+		return errors.New("airlock serve did not stop within 60 s of SIGTERM")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		return errors.New("airlock serve exited with status " + d.cmd.ProcessState.String())
+	}
+	return nil
+}
+
+// kill9 kills the daemon with SIGKILL, as a crash would.
+func (d *daemon) kill9() {
+	d.cmd.Process.Kill()
+	<-d.exited
+}
+
+// client returns an SDK client with key.
+func (d *daemon) client(key string) *client.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 200}
+	d.t.Cleanup(tr.CloseIdleConnections) // no goroutine outlives the test
+	c, err := client.New(d.url, key, client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+// newKey creates an API key for tenant with `airlock keys create`.
+func newKey(t *testing.T, dataDir, tenant string) string {
+	t.Helper()
+	r := runAirlock(t, nil, "keys", "create", "--tenant", tenant, "--data-dir", dataDir)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "alk_") {
+		t.Fatalf("keys create: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// newDaemon starts a daemon on a fresh data dir and returns it with a client of tenant "t1".
+func newDaemon(t *testing.T, flags ...string) (*daemon, *client.Client) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	key := newKey(t, dir, "t1")
+	d := startDaemon(t, dir, flags...)
+	return d, d.client(key)
+}
+
+// smallSpec is a sandbox spec with modest limits, so many fit on the test machine.
+func smallSpec() api.Spec {
+	return api.Spec{Resources: api.Resources{MemoryMB: 256, DiskMB: 256}}
+}
+
+// leakCheck records the host's sandbox processes, cgroups and mount table now, and returns a
+// function that fails the test if any new one remains (polling briefly: teardown is
+// asynchronous to the API answer in nothing, but the kernel reaps at its pace).
+func leakCheck(t *testing.T) func() {
+	t.Helper()
+	procs, cgs, mounts := sandboxProcs(), sandboxCgroups(), mountCount()
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			live, _ := newProcs(procs)
+			cg := newCgroups(cgs)
+			m := mountCount()
+			if len(live) == 0 && len(cg) == 0 && m <= mounts {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("leaks: processes %v, cgroups %v, host mounts %d → %d", live, cg, mounts, m)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func mountCount() int {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return strings.Count(string(b), "\n")
+}
+
+// clientErr returns err as a *client.Error or fails.
+func clientErr(t *testing.T, err error) *client.Error {
+	t.Helper()
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a daemon error, got %v", err)
+	}
+	return ce
+}
+
+func bg() context.Context { return context.Background() }
