@@ -19,6 +19,15 @@ func TestLoad(t *testing.T) {
 		{"cgroup parent escapes", `{"process":{"cgroupParent":"../x"}}`, "cgroupParent"},
 		{"uid base overlapping host users", `{"process":{"uidBase":1000}}`, "uidBase"},
 		{"not json", `dataDir: /x`, "invalid character"},
+		{"network listen without TLS", `{"listen":"0.0.0.0:7070"}`, "--insecure"},
+		{"network listen with TLS", `{"listen":"0.0.0.0:7070","tls":{"cert":"/c.pem","key":"/k.pem"}}`, ""},
+		{"network listen, insecure", `{"listen":"10.0.0.5:7070","insecure":true}`, ""},
+		{"IPv6 loopback", `{"listen":"[::1]:7070"}`, ""},
+		{"localhost", `{"listen":"localhost:7070"}`, ""},
+		{"cert without key", `{"tls":{"cert":"/c.pem"}}`, "go together"},
+		{"listen without port", `{"listen":"127.0.0.1"}`, "HOST:PORT"},
+		{"bad sync mode", `{"database":{"sync":"sometimes"}}`, "database.sync"},
+		{"zero quota", `{"limits":{"maxSandboxesPerTenant":-1}}`, "maxSandboxesPerTenant"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
@@ -28,8 +37,8 @@ func TestLoad(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cfg.Listen != "127.0.0.1:7070" {
-					t.Fatalf("default listen lost: %+v", cfg)
+				if cfg.DataDir == "" || cfg.Database.Sync == "" {
+					t.Fatalf("defaults lost: %+v", cfg)
 				}
 				return
 			}

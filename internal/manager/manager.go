@@ -129,6 +129,7 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	m.boxes[b.id] = b
 	m.mu.Unlock()
 
+	tStore := time.Now()
 	rec := store.Sandbox{ID: b.id, Tenant: ten, Spec: spec, Status: b.status, Reason: b.reason, CreatedAt: now, UpdatedAt: now}
 	if err := m.store.InsertSandbox(ctx, rec); err != nil {
 		m.forget(b, false)
@@ -141,7 +142,9 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	// client gave up on still ends in a recorded state.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
+	tDriver := time.Now()
 	sb, err := d.Create(sctx, b.id, spec)
+	tReady := time.Now()
 	if err != nil {
 		log.Warn("create failed", "err", err)
 		b.mu.Lock()
@@ -166,7 +169,7 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 		m.wg.Add(1)
 		go m.watch(b, w)
 	}
-	log.Info("sandbox ready", "took", time.Since(now))
+	log.Info("sandbox ready", "took", time.Since(now), "queued", tStore.Sub(now), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
 	return view, nil
 }
 

@@ -442,3 +442,63 @@ func rawJSON(t *testing.T, base, key, method, path, body string, out any) (int, 
 	}
 	return resp.StatusCode, env.Error
 }
+
+// TestDaemonCLI drives the daemon with the CLI client verbs, as a user would.
+func TestDaemonCLI(t *testing.T) {
+	check := leakCheck(t)
+	dir := t.TempDir() + "/data"
+	key := newKey(t, dir, "t1")
+	d := startDaemon(t, dir)
+	cli := func(stdin io.Reader, args ...string) result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bg(), time.Minute)
+		defer cancel()
+		cmd := airlockCmd(ctx, args...)
+		cmd.Env = append(cmd.Env, "AIRLOCK_HOST="+d.url, "AIRLOCK_TOKEN="+key)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+		cmd.Run()
+		return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	}
+	r := cli(nil, "create", "--memory", "256M", "--disk", "64M", "--name", "cli-box")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(id, "sbx_") {
+		t.Fatalf("create: %+v", r)
+	}
+	if r = cli(nil, "exec", id, "--", "sh", "-c", "echo out; echo err >&2; exit 3"); r.code != 3 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("exec: %+v", r)
+	}
+	if r = cli(strings.NewReader("piped\n"), "exec", id, "--", "cat"); r.code != 0 || r.stdout != "piped\n" {
+		t.Errorf("exec with piped stdin: %+v", r)
+	}
+	if r = cli(nil, "exec", "--timeout", "1s", id, "--", "sleep", "100"); r.code != 124 {
+		t.Errorf("exec past its timeout: %+v", r)
+	}
+	src := t.TempDir() + "/in.txt"
+	os.WriteFile(src, []byte("copied in"), 0o644)
+	if r = cli(nil, "cp", src, id+":/workspace/in.txt"); r.code != 0 {
+		t.Errorf("cp in: %+v", r)
+	}
+	if r = cli(nil, "exec", id, "--", "cat", "/workspace/in.txt"); r.stdout != "copied in" {
+		t.Errorf("the copied file: %+v", r)
+	}
+	if r = cli(nil, "ls"); r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "running") {
+		t.Errorf("ls: %+v", r)
+	}
+	if r = cli(nil, "inspect", "--json", id); r.code != 0 || !strings.Contains(r.stdout, `"name": "cli-box"`) {
+		t.Errorf("inspect: %+v", r)
+	}
+	if r = cli(nil, "logs", id); r.code != 0 || !strings.Contains(r.stdout, "out\n") {
+		t.Errorf("logs: %+v", r)
+	}
+	if r = cli(nil, "create", "--memory", "99G"); r.code != 1 || !strings.Contains(r.stderr, "--memory") {
+		t.Errorf("create with an out-of-range flag: %+v", r)
+	}
+	if r = cli(nil, "exec", "sbx_nope", "--", "true"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("exec in an unknown sandbox: %+v", r)
+	}
+	if r = cli(nil, "rm", id); r.code != 0 {
+		t.Errorf("rm: %+v", r)
+	}
+	check()
+}
