@@ -16,9 +16,10 @@ type Event struct {
 
 // Event types.
 const (
-	EventSandboxStatus = "sandbox.status" // Data: from, to, reason
-	EventExecStarted   = "exec.started"   // Data: command
-	EventExecExited    = "exec.exited"    // Data: exitCode, durationMs
+	EventSandboxStatus  = "sandbox.status"  // Data: from, to, reason
+	EventExecStarted    = "exec.started"    // Data: command
+	EventExecExited     = "exec.exited"     // Data: exitCode, durationMs
+	EventSandboxAdopted = "sandbox.adopted" // a restarted daemon took the sandbox over; Data: status
 	// Limit events use the types of ExecResult.LimitEvents: limit.memory, limit.pids, ...
 )
 

@@ -92,6 +92,21 @@ func (c *Cgroup) Thaw(ctx context.Context) error {
 	return c.write(freezerCtrl, "freezer.state", "THAWED", true)
 }
 
+// Frozen reports whether the cgroup is frozen (or freezing): a cgroup a previous airlock process
+// paused.
+func (c *Cgroup) Frozen() (bool, error) {
+	if c.err != nil {
+		return false, c.err
+	}
+	p := c.at[freezerCtrl]
+	if p.v2 {
+		b, err := c.readFile(p.mount, "cgroup.freeze")
+		return string(bytes.TrimSpace(b)) == "1", err
+	}
+	b, err := c.readFile(p.mount, "freezer.state")
+	return string(bytes.TrimSpace(b)) != "THAWED", err
+}
+
 // Kill kills every process in the cgroup and its nested children and waits,
 // bounded by ctx, until none is left. An empty cgroup returns at once. On v2
 // with cgroup.kill (5.14+) the kernel does the work atomically; otherwise

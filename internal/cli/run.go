@@ -32,7 +32,10 @@ func runCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
 		return sandbox.ExitSetupError
 	}
-	reg := levels.Registry(config.Default(), e.log)
+	cfg := config.Default()
+	// A one-shot sandbox ends with this process, whatever happens to it: nobody will adopt it.
+	cfg.Process.OrphanGraceSeconds = 0
+	reg := levels.Registry(cfg, e.log)
 	d, err := reg.Lookup(spec.Isolation)
 	if err != nil {
 		return fail(err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/driver/process"
 )
@@ -71,6 +72,10 @@ type ProcessConfig struct {
 	// UIDBase is the first of the 65536 host uids/gids a sandbox's ids are mapped to. Default
 	// 2000000000; the range must not hold real host users.
 	UIDBase uint32 `json:"uidBase"`
+	// OrphanGraceSeconds is how long a daemon's sandbox outlives the daemon (a crash, kill -9)
+	// waiting for the restarted daemon to adopt it; then it ends. Default 60; 0 ends sandboxes
+	// with the daemon. The one-shot `airlock run` always uses 0.
+	OrphanGraceSeconds int `json:"orphanGraceSeconds"`
 }
 
 // Default returns the configuration airlock runs with when nothing is set.
@@ -82,7 +87,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:7070",
 		Database: DatabaseConfig{Sync: "normal"},
 		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30},
-		Process:  ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase},
+		Process:  ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
 	}
 }
 
@@ -132,6 +137,9 @@ func (c Config) Validate() error {
 	if p := c.Process.CgroupParent; p == "" || filepath.IsAbs(p) || filepath.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
 		return fmt.Errorf("config: process.cgroupParent %q must be a clean relative cgroup path", c.Process.CgroupParent)
 	}
+	if g := c.Process.OrphanGraceSeconds; g < 0 || g > 3600 {
+		return errors.New("config: process.orphanGraceSeconds must be between 0 and 3600")
+	}
 	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+65536 > 1<<32-1 {
 		return errors.New("config: process.uidBase must leave room for 65536 ids above 65535")
 	}
@@ -143,6 +151,7 @@ func (c Config) ProcessDriver() process.Config {
 	p := process.DefaultConfig()
 	p.CgroupParent, p.UIDBase = c.Process.CgroupParent, c.Process.UIDBase
 	p.StateDir = filepath.Join(c.DataDir, "process")
+	p.OrphanGrace = time.Duration(c.Process.OrphanGraceSeconds) * time.Second
 	return p
 }
 

@@ -4,6 +4,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"time"
 
@@ -106,4 +107,18 @@ type FileRooter interface {
 // e.g. after the daemon was killed: its cgroup, state files, network namespace.
 type Reclaimer interface {
 	Reclaim(ctx context.Context, id string) error
+}
+
+// HostFacter is a sandbox that can describe, for the store, what a later airlock process needs
+// to find it again after this one died (e.g. its init's pid and adoption socket).
+type HostFacter interface {
+	HostFacts() json.RawMessage
+}
+
+// Adopter is a level whose sandboxes can outlive the airlock process that made them for a while
+// (a daemon crash or upgrade) and be taken over by the next one, from their HostFacts. Adopt
+// fails, leaving the sandbox as it is, unless it can verify that the sandbox is still the one
+// recorded and still alive.
+type Adopter interface {
+	Adopt(ctx context.Context, id string, spec sandbox.Spec, host json.RawMessage) (Sandbox, error)
 }

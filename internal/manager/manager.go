@@ -165,12 +165,23 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	}
 	view := b.viewLocked()
 	b.mu.Unlock()
+	if hf, ok := sb.(driver.HostFacter); ok {
+		// What a restarted daemon needs to adopt the sandbox; without it, it reclaims it.
+		if err := m.store.SetHost(sctx, b.id, hf.HostFacts()); err != nil {
+			log.Warn("record host facts", "err", err)
+		}
+	}
+	m.watchIfWatcher(b, sb)
+	log.Info("sandbox ready", "took", time.Since(now), "queued", tStore.Sub(now), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
+	return view, nil
+}
+
+// watchIfWatcher starts watching sb if its level can end by itself.
+func (m *Manager) watchIfWatcher(b *box, sb driver.Sandbox) {
 	if w, ok := sb.(driver.Watcher); ok {
 		m.wg.Add(1)
 		go m.watch(b, w)
 	}
-	log.Info("sandbox ready", "took", time.Since(now), "queued", tStore.Sub(now), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
-	return view, nil
 }
 
 // watch fails a sandbox that ends by itself.
@@ -452,9 +463,10 @@ func (m *Manager) Live() int {
 	return len(m.boxes)
 }
 
-// Recover runs once at start, before any request: execs cut off by a crash are marked lost, and
-// every sandbox the store says was live is torn down (whatever of it survived the crash) and
-// marked failed with reason daemon_restart. Then each level sweeps what no record names.
+// Recover runs once at start, before any request. Execs cut off by a crash are marked lost. Every
+// sandbox the store says was live is adopted if its level can verify it survived (its status and
+// records continue), and otherwise reclaimed — whatever of it is left is removed — and marked
+// failed with reason daemon_restart. Then each level sweeps what no record names.
 func (m *Manager) Recover(ctx context.Context) error {
 	n, err := m.store.MarkLost(ctx)
 	if err != nil {
@@ -464,18 +476,26 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+	adopted, failed := 0, 0
 	for _, r := range recs {
-		if d, err := m.drivers.Lookup(r.Spec.Isolation); err == nil {
-			if rc, ok := d.(driver.Reclaimer); ok {
-				if err := rc.Reclaim(ctx, r.ID); err != nil {
-					m.log.Error("reclaim sandbox", "sandbox", r.ID, "err", err)
-				}
+		d, err := m.drivers.Lookup(r.Spec.Isolation)
+		if err != nil {
+			m.log.Error("recover sandbox: its level is gone", "sandbox", r.ID, "err", err)
+		}
+		if d != nil && m.adopt(ctx, d, r) {
+			adopted++
+			continue
+		}
+		if rc, ok := d.(driver.Reclaimer); ok {
+			if err := rc.Reclaim(ctx, r.ID); err != nil {
+				m.log.Error("reclaim sandbox", "sandbox", r.ID, "err", err)
 			}
 		}
 		t := api.Transition{From: r.Status, To: api.StatusFailed, Reason: sandbox.ReasonDaemonRestart, At: time.Now().UTC()}
 		if err := m.store.Transition(ctx, r.ID, r.Status, t); err != nil {
 			return fmt.Errorf("recover sandbox %s: %w", r.ID, err)
 		}
+		failed++
 	}
 	for _, d := range m.drivers.All() {
 		if s, ok := d.(driver.Sweeper); ok && d.Capabilities().Available {
@@ -483,9 +503,35 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	if n > 0 || len(recs) > 0 {
-		m.log.Warn("recovered after an unclean stop", "sandboxes", len(recs), "lostExecs", n)
+		m.log.Warn("recovered after an unclean stop", "adopted", adopted, "failed", failed, "lostExecs", n)
 	}
 	return nil
+}
+
+// adopt takes over a sandbox that outlived the previous daemon, if its level can.
+func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) bool {
+	a, ok := d.(driver.Adopter)
+	if !ok || len(r.Host) == 0 || r.Status == api.StatusProvisioning {
+		return false
+	}
+	sb, err := a.Adopt(ctx, r.ID, r.Spec, r.Host)
+	if err != nil {
+		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
+		return false
+	}
+	now := time.Now()
+	b := &box{
+		id: r.ID, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt,
+		expiresAt: r.CreatedAt.Add(time.Duration(r.Spec.Timeout.MaxDurationSeconds) * time.Second),
+		logs:      newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
+		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: now, sb: sb,
+	}
+	b.logs.event(r.ID, "", api.EventSandboxAdopted, "adopted by a restarted daemon", map[string]any{"status": r.Status})
+	m.mu.Lock()
+	m.boxes[r.ID] = b
+	m.mu.Unlock()
+	m.watchIfWatcher(b, sb)
+	return true
 }
 
 // Close stops the timekeeper and ends every live sandbox with reason daemon_shutdown.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -77,10 +78,10 @@ func TestDaemonBadInput(t *testing.T) {
 	}
 }
 
-// TestDaemonCrashRecovery kills the daemon with SIGKILL while a command runs, starts it again on
-// the same data, and checks that the sandboxes are marked failed (daemon_restart), that the
-// acknowledged exec record is intact and the cut-off one is marked lost, and that nothing of the
-// sandboxes remains on the host.
+// TestDaemonCrashRecovery kills the daemon with SIGKILL while a command runs and starts it again
+// on the same data within the orphan grace: every sandbox is adopted with its status, files and
+// background processes (a paused one stays paused; a root one survives too), the acknowledged
+// exec record is intact, the cut-off one is marked lost, and everything works as before.
 func TestDaemonCrashRecovery(t *testing.T) {
 	check := leakCheck(t)
 	dir := t.TempDir() + "/data"
@@ -89,39 +90,31 @@ func TestDaemonCrashRecovery(t *testing.T) {
 	c := d.client(key)
 	ctx := bg()
 	var ids []string
-	for range 3 {
-		sb, err := c.Create(ctx, smallSpec())
+	for i := range 4 {
+		spec := smallSpec()
+		if i == 3 {
+			spec.User = api.UserRoot
+		}
+		sb, err := c.Create(ctx, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, sb.ID)
 	}
-	done, err := c.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("echo acknowledged")})
+	done, err := c.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("echo kept > /workspace/f; sh -c 'sleep 600 >/dev/null 2>&1 &'; echo acknowledged")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Pause(ctx, ids[2])
-	// A command that is still running when the daemon dies.
-	go c.Exec(ctx, ids[1], api.ExecRequest{Command: api.Shell("sleep 600")})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		execs, _ := c.Execs(ctx, ids[1])
-		if len(execs) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long exec never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startLong(t, c, ids[1])
 	d.kill9()
 
 	d2 := startDaemon(t, dir)
 	c2 := d2.client(key)
-	for _, id := range ids {
-		sb, err := c2.Get(ctx, id)
-		if err != nil || sb.Status != api.StatusFailed || sb.Reason != "daemon_restart" {
-			t.Errorf("sandbox %s after restart: %s %q %v", id, sb.Status, sb.Reason, err)
+	for i, want := range []string{api.StatusRunning, api.StatusRunning, api.StatusPaused, api.StatusReady} {
+		sb, err := c2.Get(ctx, ids[i])
+		if err != nil || sb.Status != want {
+			t.Errorf("sandbox %d after restart: %s (%q), want %s: %v", i, sb.Status, sb.Reason, want, err)
 		}
 	}
 	e, err := c2.Execution(ctx, ids[0], done.ExecutionID)
@@ -132,25 +125,99 @@ func TestDaemonCrashRecovery(t *testing.T) {
 	if err != nil || len(execs) != 1 || execs[0].Status != api.ExecLost {
 		t.Errorf("cut-off exec after restart: %+v %v", execs, err)
 	}
-	// A failed sandbox can be terminated (closing its record); it cannot be used.
+	r, err := c2.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("cat /workspace/f; pgrep -x sleep >/dev/null && echo sleeping")})
+	if err != nil || r.Stdout != "kept\nsleeping\n" {
+		t.Errorf("adopted sandbox: %+v %v", r, err)
+	}
+	if _, err := c2.Resume(ctx, ids[2]); err != nil {
+		t.Errorf("resume an adopted paused sandbox: %v", err)
+	}
+	for _, id := range ids[2:] {
+		if r, err := c2.Exec(ctx, id, api.ExecRequest{Command: api.Shell("echo alive")}); err != nil || r.Stdout != "alive\n" {
+			t.Errorf("adopted sandbox %s: %+v %v", id, r, err)
+		}
+	}
+	if err := d2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}
+
+// TestDaemonCrashNoReturn kills the daemon and does not restart it within the orphan grace: the
+// sandboxes end by themselves, and the next start marks them failed (daemon_restart) and removes
+// what is left.
+func TestDaemonCrashNoReturn(t *testing.T) {
+	check := leakCheck(t)
+	dir := t.TempDir() + "/data"
+	key := newKey(t, dir, "t1")
+	cfg := t.TempDir() + "/airlock.json"
+	os.WriteFile(cfg, []byte(`{"process": {"orphanGraceSeconds": 1}}`), 0o644)
+	d := startDaemon(t, dir, "--config", cfg)
+	c := d.client(key)
+	ctx := bg()
+	var ids []string
+	for range 2 {
+		sb, err := c.Create(ctx, smallSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	done, err := c.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("echo acknowledged")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startLong(t, c, ids[1])
+	procs := sandboxProcs()
+	d.kill9()
+	// Within the grace and a little more, every sandbox process is gone without any daemon.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sandboxProcs()) > 0 && len(procs) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox processes outlived the orphan grace: %v", sandboxProcs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d2 := startDaemon(t, dir, "--config", cfg)
+	c2 := d2.client(key)
+	for _, id := range ids {
+		sb, err := c2.Get(ctx, id)
+		if err != nil || sb.Status != api.StatusFailed || sb.Reason != "daemon_restart" {
+			t.Errorf("sandbox %s after restart: %s %q %v", id, sb.Status, sb.Reason, err)
+		}
+	}
+	if e, err := c2.Execution(ctx, ids[0], done.ExecutionID); err != nil || e.Status != api.ExecDone || e.Result.Stdout != "acknowledged\n" {
+		t.Errorf("acknowledged exec after restart: %+v %v", e, err)
+	}
+	if execs, err := c2.Execs(ctx, ids[1]); err != nil || len(execs) != 1 || execs[0].Status != api.ExecLost {
+		t.Errorf("cut-off exec after restart: %+v %v", execs, err)
+	}
 	if _, err := c2.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("true")}); clientErr(t, err).Status != api.StatusFailed {
 		t.Errorf("exec in a failed sandbox: %v", err)
 	}
 	if sb, err := c2.Terminate(ctx, ids[0]); err != nil || sb.Status != api.StatusTerminated {
 		t.Errorf("terminate a failed sandbox: %+v %v", sb, err)
 	}
-	// The restarted daemon works.
-	sb, err := c2.Create(ctx, smallSpec())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err := c2.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell("echo again")}); err != nil || r.Stdout != "again\n" {
-		t.Fatalf("exec after restart: %+v %v", r, err)
-	}
 	if err := d2.stop(); err != nil {
 		t.Fatal(err)
 	}
 	check()
+}
+
+// startLong starts `sleep 600` in sandbox id and returns once its exec is recorded.
+func startLong(t *testing.T, c *client.Client, id string) {
+	t.Helper()
+	go c.Exec(bg(), id, api.ExecRequest{Command: api.Shell("sleep 600")})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if execs, _ := c.Execs(bg(), id); len(execs) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long exec never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestDaemonGracefulStop stops the daemon with SIGTERM: every sandbox ends terminated with reason

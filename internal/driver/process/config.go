@@ -12,6 +12,9 @@ type initConfig struct {
 	Landlock  bool       `json:"landlock"`  // apply Landlock when the kernel has it
 	LandRules []landRule `json:"landRules,omitempty"`
 	Seccomp   []byte     `json:"seccomp"` // the compiled filter, 8 bytes per instruction
+	// OrphanGraceMs, when set, says that fd 4 is a listening socket and how long init keeps the
+	// sandbox after its driver went away, for a restarted one to connect and adopt it.
+	OrphanGraceMs int64 `json:"orphanGraceMs,omitempty"`
 }
 
 // rootPlan describes the sandbox's root filesystem.

@@ -39,8 +39,13 @@ type Config struct {
 	UIDBase uint32
 	// InitPath is the binary started as the sandbox's init; default /proc/self/exe.
 	InitPath string
-	// StateDir holds the level's caches (the generated /etc of the host template).
+	// StateDir holds the level's caches (the generated /etc of the host template) and the
+	// sockets through which a restarted daemon adopts its sandboxes.
 	StateDir string
+	// OrphanGrace, when positive, makes sandboxes adoptable: when the airlock process that made
+	// one dies, its init keeps it this long for a new one to connect (Adopt), then ends it. Zero
+	// (the one-shot runner) ends a sandbox as soon as its maker is gone.
+	OrphanGrace time.Duration
 }
 
 // DefaultConfig returns the defaults: cgroups under "airlock", ids from 2000000000.
@@ -144,11 +149,22 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	if err != nil {
 		return nil, setupErr(err)
 	}
+	extra := []*os.File{initEnd}
+	if d.cfg.OrphanGrace > 0 {
+		ln, err := d.listenAdopt(id)
+		if err != nil {
+			ctl.close()
+			return nil, setupErr(err)
+		}
+		defer ln.Close()
+		extra = append(extra, ln)
+		cfg.OrphanGraceMs = d.cfg.OrphanGrace.Milliseconds()
+	}
 	cmd := &exec.Cmd{
 		Path:       d.cfg.InitPath,
 		Args:       []string{initArg0},
 		Env:        []string{"GOMAXPROCS=1", "GOTRACEBACK=none"},
-		ExtraFiles: []*os.File{initEnd},
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
@@ -174,7 +190,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		return nil, setupErr(fmt.Errorf("start init: %w", err))
 	}
 	tStarted := time.Since(t0)
-	s := &Sandbox{id: id, d: d, spec: spec, cmd: cmd, ctl: ctl, pid: cmd.Process.Pid,
+	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid,
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
 	ready := make(chan *message, 1)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,8 +22,12 @@ import (
 // init. The driver starts /proc/self/exe with it, in fresh namespaces.
 const initArg0 = "airlock-init"
 
-// controlFd is where init finds its end of the control socket (ExtraFiles[0]).
-const controlFd = 3
+// controlFd is where init finds its end of the control socket (ExtraFiles[0]); listenFd is where
+// an adoptable sandbox's init finds the socket a restarted driver connects to (ExtraFiles[1]).
+const (
+	controlFd = 3
+	listenFd  = 4
+)
 
 // IsInit reports whether this process was started as a sandbox's init.
 func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == initArg0 }
@@ -73,13 +78,25 @@ func runInit() int {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fail(fmt.Errorf("unshare cgroup namespace: %w", err))
 	}
+	if c.OrphanGraceMs > 0 {
+		// An adoptable sandbox outlives its maker by design (the grace ends it); the parent-death
+		// signal, which guards the setup, would kill it with the daemon. (The kernel clears it at
+		// lockdown's setuid anyway, but not for a sandbox whose user is root.)
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("clear parent-death signal: %w", err))
+		}
+	}
 	if err := lockdown(c); err != nil {
 		return fail(err)
 	}
 	if err := ctl.send(&message{Kind: msgReady}); err != nil {
 		return 1
 	}
-	serve(ctl, buf)
+	listen := -1
+	if c.OrphanGraceMs > 0 {
+		listen = listenFd
+	}
+	serve(ctl, buf, listen, time.Duration(c.OrphanGraceMs)*time.Millisecond)
 	return 0
 }
 
@@ -215,10 +232,20 @@ const orphanPoll = 200
 
 // serve runs commands until the driver closes the control socket, then returns; init's exit takes
 // every process in the sandbox with it (the kernel kills a PID namespace with its PID 1).
-func serve(ctl initConn, buf []byte) {
+func serve(ctl initConn, buf []byte, listen int, grace time.Duration) {
 	procs := map[int]running{}
+	var orphaned time.Time // when the driver went away, while no other has connected
 	for {
-		fds := []unix.PollFd{{Fd: int32(ctl.fd), Events: unix.POLLIN}}
+		fds := make([]unix.PollFd, 0, 2+len(procs))
+		ctlAt, listenAt := -1, -1
+		if ctl.fd >= 0 {
+			ctlAt = len(fds)
+			fds = append(fds, unix.PollFd{Fd: int32(ctl.fd), Events: unix.POLLIN})
+		}
+		if listen >= 0 {
+			listenAt = len(fds)
+			fds = append(fds, unix.PollFd{Fd: int32(listen), Events: unix.POLLIN})
+		}
 		for _, r := range procs {
 			fds = append(fds, unix.PollFd{Fd: int32(r.pidfd), Events: unix.POLLIN})
 		}
@@ -226,12 +253,35 @@ func serve(ctl initConn, buf []byte) {
 			return
 		}
 		reap(ctl, procs)
-		if fds[0].Revents == 0 {
+		// A new driver (the daemon, restarted) takes the sandbox over; it is checked before the
+		// grace, so that one that connected in time is never turned away.
+		if listenAt >= 0 && fds[listenAt].Revents != 0 {
+			if nfd, _, err := unix.Accept4(listen, unix.SOCK_CLOEXEC); err == nil {
+				if ctl.fd >= 0 {
+					unix.Close(ctl.fd)
+				}
+				ctl.fd, orphaned, ctlAt = nfd, time.Time{}, -1
+			}
+		}
+		if ctl.fd < 0 {
+			if time.Since(orphaned) > grace {
+				return // nobody came back: the sandbox ends with its init
+			}
+			continue
+		}
+		if ctlAt < 0 || fds[ctlAt].Revents == 0 {
 			continue
 		}
 		m, passed, err := ctl.recv(buf)
 		if err != nil {
-			return
+			if listen < 0 {
+				return
+			}
+			// The driver is gone (the daemon died): keep the sandbox for a while, for it to
+			// come back and adopt it.
+			unix.Close(ctl.fd)
+			ctl.fd, orphaned = -1, time.Now()
+			continue
 		}
 		switch m.Kind {
 		case msgExec:
@@ -244,6 +294,8 @@ func serve(ctl initConn, buf []byte) {
 					unix.Kill(pid, unix.Signal(m.Signal))
 				}
 			}
+		case msgPing:
+			ctl.send(&message{Kind: msgPong, ID: m.ID})
 		}
 		for _, fd := range passed {
 			unix.Close(fd)

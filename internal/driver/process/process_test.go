@@ -31,7 +31,10 @@ func TestMain(m *testing.M) {
 
 // newDriver returns a driver with its own cgroup parent and cache, so tests never touch a real
 // airlock's state.
-func newDriver(t testing.TB) *process.Driver {
+func newDriver(t testing.TB) *process.Driver { return newDriverWith(t, nil) }
+
+// newDriverWith is newDriver with changes to the configuration.
+func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the process level creates cgroups and maps a uid range")
@@ -55,6 +58,9 @@ func newDriver(t testing.TB) *process.Driver {
 			os.Remove(d)
 		}
 	})
+	if change != nil {
+		change(&cfg)
+	}
 	level := slog.LevelWarn
 	if os.Getenv("AIRLOCK_LOG") == "debug" {
 		level = slog.LevelDebug // phase timings of every sandbox and exec

@@ -33,6 +33,8 @@ const (
 	msgStarted = "started" // init → driver: the command runs (ID, Pid; a TTY's master as the fd)
 	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal, Usage)
 	msgSignal  = "signal"  // driver → init: signal a command's process group (ID, Signal)
+	msgPing    = "ping"    // driver → init: are you there? (a driver adopting the sandbox asks)
+	msgPong    = "pong"    // init → driver: yes (ID)
 )
 
 type message struct {

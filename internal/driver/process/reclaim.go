@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/airlockrun/airlock/internal/driver"
 )
@@ -14,6 +15,7 @@ var _ driver.Reclaimer = (*Driver)(nil)
 // took its PID and mount namespaces with it; what can remain is the cgroup, with a straggler that
 // left the PID namespace's reach (none should) — the cgroup is killed, then removed.
 func (d *Driver) Reclaim(ctx context.Context, id string) error {
+	os.Remove(d.adoptSocket(id))
 	if d.cgroups == nil {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -25,7 +24,7 @@ type Sandbox struct {
 	id      string
 	d       *Driver
 	spec    sandbox.Spec
-	cmd     *exec.Cmd
+	proc    *os.Process // init: a child of this process, or an adopted one's (Adopt)
 	ctl     *conn
 	cg      *cgroups.Cgroup
 	events  *cgroups.EventReader // the cgroup's limit-event counters, sampled around every exec
@@ -112,7 +111,7 @@ func (s *Sandbox) readLoop() {
 // opening something under /proc/<pid> proves the thing opened was init's.
 func (s *Sandbox) alive() bool {
 	// os.Process signals through a pidfd: once init is reaped this fails, whoever has its pid.
-	return s.cmd.Process.Signal(syscall.Signal(0)) == nil
+	return s.proc.Signal(syscall.Signal(0)) == nil
 }
 
 // ended returns an error if the sandbox can no longer run anything.
@@ -254,7 +253,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		defer s.stateMu.Unlock()
 		s.destroyed = true
 		s.ctl.close()
-		s.cmd.Process.Kill()
+		s.proc.Kill()
 		if s.paused {
 			s.cg.Thaw(ctx)
 		}
@@ -267,6 +266,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		}
 		if s.cg != nil { // nil when Create failed before making it
 			s.destroyErr = s.cg.Destroy(ctx)
+		}
+		if s.d.cfg.OrphanGrace > 0 {
+			os.Remove(s.d.adoptSocket(s.id))
 		}
 	})
 	return s.destroyErr

@@ -1,0 +1,183 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// A daemon that dies (a crash, kill -9, an upgrade) leaves its sandboxes' inits without a driver.
+// With Config.OrphanGrace set, each init also holds a listening socket in the state dir; it keeps
+// the sandbox through the grace and hands it to whoever connects: the restarted daemon, which
+// verifies that the pid is still that init (start time, cgroup) and that it answers.
+
+var (
+	_ driver.Adopter    = (*Driver)(nil)
+	_ driver.HostFacter = (*Sandbox)(nil)
+)
+
+// hostFacts are what a later driver needs to find a sandbox's init again.
+type hostFacts struct {
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22: tells a reused pid apart
+	Socket    string `json:"socket"`
+}
+
+// adoptSocket is where sandbox id's init listens for a new driver.
+func (d *Driver) adoptSocket(id string) string { return filepath.Join(d.cfg.StateDir, "run", id) }
+
+// listenAdopt makes the socket init will listen on. Only host root can reach it (0700 directory).
+func (d *Driver) listenAdopt(id string) (*os.File, error) {
+	dir := filepath.Join(d.cfg.StateDir, "run")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("adopt socket: %w", err)
+	}
+	path := d.adoptSocket(id)
+	os.Remove(path)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("adopt socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("adopt socket %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, 4); err != nil {
+		unix.Close(fd)
+		os.Remove(path)
+		return nil, fmt.Errorf("adopt socket: %w", err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// HostFacts implements driver.HostFacter: init's pid and start time, and its adoption socket
+// (empty when the sandbox is not adoptable).
+func (s *Sandbox) HostFacts() json.RawMessage {
+	f := hostFacts{Pid: s.pid}
+	f.StartTime, _ = procStartTime(s.pid)
+	if s.d.cfg.OrphanGrace > 0 {
+		f.Socket = s.d.adoptSocket(s.id)
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+// procStartTime reads a process's start time in clock ticks since boot.
+func procStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	return strconv.ParseUint(fields[19], 10, 64) // field 22 overall
+}
+
+// adoptPing bounds how long an adopted init has to answer.
+const adoptPing = 2 * time.Second
+
+// Adopt implements driver.Adopter: it takes over sandbox id, made by an airlock process that is
+// gone, from the facts its Sandbox reported (HostFacts). It fails, changing nothing, unless the
+// pid is still that sandbox's init (same start time, inside the sandbox's cgroup) and init
+// answers (a frozen, i.e. paused, sandbox cannot: it is adopted paused without the question).
+func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host json.RawMessage) (driver.Sandbox, error) {
+	var f hostFacts
+	if err := json.Unmarshal(host, &f); err != nil || f.Pid <= 0 || f.Socket == "" {
+		return nil, fmt.Errorf("sandbox %s: no adoption facts recorded", id)
+	}
+	if st, err := procStartTime(f.Pid); err != nil || st != f.StartTime {
+		return nil, fmt.Errorf("sandbox %s: init (pid %d) is gone", id, f.Pid)
+	}
+	cg := d.cgroups.Open(d.cfg.CgroupParent, id)
+	if procs, err := cg.Procs(); err != nil || !slices.Contains(procs, f.Pid) {
+		return nil, fmt.Errorf("sandbox %s: pid %d is not in the sandbox's cgroup", id, f.Pid)
+	}
+	proc, err := os.FindProcess(f.Pid) // holds a pidfd: signals cannot reach a reused pid
+	if err != nil {
+		return nil, err
+	}
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: f.Socket, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: connect to init: %w", id, err)
+	}
+	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: &conn{c: c}, cg: cg, pid: f.Pid, created: time.Now(),
+		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
+	pidfd, err := unix.PidfdOpen(f.Pid, 0)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	go func() {
+		// Not our child: its end is seen through a pidfd, which becomes readable when it exits.
+		defer close(s.exited)
+		defer unix.Close(pidfd)
+		for {
+			_, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, -1)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	if s.events, err = cg.OpenEvents(); err != nil {
+		s.abandon()
+		return nil, err
+	}
+	frozen, _ := cg.Frozen()
+	s.paused = frozen
+	pong := make(chan *message, 1)
+	s.waiters["adopt"] = pong
+	go s.readLoop()
+	if !frozen {
+		if err := s.ctl.send(&message{Kind: msgPing, ID: "adopt"}); err != nil {
+			s.abandon()
+			return nil, fmt.Errorf("sandbox %s: init does not answer: %w", id, err)
+		}
+		select {
+		case m := <-pong:
+			if m == nil || m.Kind != msgPong {
+				s.abandon()
+				return nil, fmt.Errorf("sandbox %s: init does not answer", id)
+			}
+		case <-time.After(adoptPing):
+			s.abandon()
+			return nil, fmt.Errorf("sandbox %s: init did not answer within %v", id, adoptPing)
+		case <-ctx.Done():
+			s.abandon()
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	delete(s.waiters, "adopt")
+	s.mu.Unlock()
+	d.log.Info("sandbox adopted", "sandbox", id, "pid", f.Pid, "paused", frozen)
+	return s, nil
+}
+
+// abandon lets go of a half-adopted sandbox without touching it: whoever tries next (or the
+// grace) decides its fate.
+func (s *Sandbox) abandon() {
+	s.ctl.close()
+	if s.events != nil {
+		s.events.Close()
+	}
+}

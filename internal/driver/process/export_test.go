@@ -1,0 +1,5 @@
+package process
+
+// DropControl closes the driver's end of the control socket and nothing else, as the death of the
+// airlock process that made the sandbox would.
+func (s *Sandbox) DropControl() { s.ctl.close() }
