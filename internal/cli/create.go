@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
-	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // createFlags names create's flags behind the API fields that the shared table does not cover.
@@ -83,15 +80,7 @@ func parseCreate(r *remote, args []string) (spec api.Spec, asJSON bool, code int
 	}
 	// Zero means "the default" in the API; on the command line an explicit 0 is a mistake and
 	// gets the range, as in run.
-	explicit := map[string]sandbox.Limit{"cpu": sandbox.Limits.CPU, "pids": sandbox.Limits.MaxProcesses, "nofile": sandbox.Limits.MaxOpenFiles}
-	var zeroErr error
-	fs.Visit(func(f *flag.Flag) {
-		if l, ok := explicit[f.Name]; ok && zeroErr == nil {
-			if v, err := strconv.ParseFloat(f.Value.String(), 64); err == nil && v <= 0 {
-				zeroErr = l.Check(v)
-			}
-		}
-	})
+	zeroErr := explicitZero(fs)
 	if zeroErr != nil {
 		return spec, false, r.usageError("%s", describe(zeroErr))
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"strconv"
@@ -68,4 +69,19 @@ var flagForField = map[string]string{
 	"timeout.maxDurationSeconds": "--timeout", "network.egressPolicy": "--network",
 	"isolation": "--isolation", "user": "--user", "workdir": "--workdir", "environment": "--env",
 	"rootfs": "--rootfs", "image": "--image",
+}
+
+// explicitZero reports a flag given as 0 (or less) where 0 would mean "the default": a user who
+// writes --cpu 0 asked for something, and gets the range error instead of the default.
+func explicitZero(fs *flag.FlagSet) error {
+	explicit := map[string]sandbox.Limit{"cpu": sandbox.Limits.CPU, "pids": sandbox.Limits.MaxProcesses, "nofile": sandbox.Limits.MaxOpenFiles}
+	var zeroErr error
+	fs.Visit(func(f *flag.Flag) {
+		if l, ok := explicit[f.Name]; ok && zeroErr == nil {
+			if v, err := strconv.ParseFloat(f.Value.String(), 64); err == nil && v <= 0 {
+				zeroErr = l.Check(v)
+			}
+		}
+	})
+	return zeroErr
 }

@@ -16,19 +16,13 @@ import (
 func inspectCmd(e *env, args []string) int {
 	r := newRemote(e, "inspect", "[--json] ID")
 	asJSON := r.fs.Bool("json", false, "print the sandbox as JSON")
-	pos, code := r.parse(args, true)
+	id, code := r.oneID(args)
 	if code >= 0 {
-		return code
-	}
-	if len(pos) != 1 {
-		return r.usageError("want one sandbox ID")
-	}
-	if code := r.dial(); code >= 0 {
 		return code
 	}
 	ctx, stop := interruptible()
 	defer stop()
-	sb, err := r.c.Get(ctx, pos[0])
+	sb, err := r.c.Get(ctx, id)
 	if err != nil {
 		return r.fail(err, nil)
 	}

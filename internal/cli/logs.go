@@ -22,20 +22,14 @@ func logsCmd(e *env, args []string) int {
 	r.fs.BoolVar(&opts.Follow, "follow", false, "the same as -f")
 	r.fs.Int64Var(&opts.Since, "since", 0, "start after the entry with this sequence number")
 	asJSON := r.fs.Bool("json", false, "print each entry as one line of JSON")
-	pos, code := r.parse(args, true)
+	id, code := r.oneID(args)
 	if code >= 0 {
-		return code
-	}
-	if len(pos) != 1 {
-		return r.usageError("want one sandbox ID")
-	}
-	if code := r.dial(); code >= 0 {
 		return code
 	}
 	ctx, stop := interruptible()
 	defer stop()
 	enc := json.NewEncoder(e.stdout)
-	err := r.c.Logs(ctx, pos[0], opts, func(le api.LogEntry) error {
+	err := r.c.Logs(ctx, id, opts, func(le api.LogEntry) error {
 		if *asJSON {
 			return enc.Encode(le)
 		}

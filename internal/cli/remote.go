@@ -74,6 +74,22 @@ func (r *remote) parse(args []string, interspersed bool) (pos []string, code int
 	}
 }
 
+// oneID parses a verb that takes exactly one sandbox ID and finds the daemon; code >= 0 means:
+// exit with it.
+func (r *remote) oneID(args []string) (id string, code int) {
+	pos, code := r.parse(args, true)
+	if code >= 0 {
+		return "", code
+	}
+	if len(pos) != 1 {
+		return "", r.usageError("want one sandbox ID")
+	}
+	if code := r.dial(); code >= 0 {
+		return "", code
+	}
+	return pos[0], -1
+}
+
 // usageError reports a mistake on the command line and returns exitUsage.
 func (r *remote) usageError(format string, args ...any) int {
 	fmt.Fprintf(r.stderr, "airlock %s: %s (see airlock %s --help)\n", r.name, fmt.Sprintf(format, args...), r.name)

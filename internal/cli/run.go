@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -140,15 +139,7 @@ func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, 
 	}
 	// Zero means "the default" in the API's JSON; on the command line an explicit 0 is a
 	// mistake and gets the range, like any other value out of it.
-	explicit := map[string]sandbox.Limit{"cpu": sandbox.Limits.CPU, "pids": sandbox.Limits.MaxProcesses, "nofile": sandbox.Limits.MaxOpenFiles}
-	var zeroErr error
-	fs.Visit(func(f *flag.Flag) {
-		if l, ok := explicit[f.Name]; ok && zeroErr == nil {
-			if v, err := strconv.ParseFloat(f.Value.String(), 64); err == nil && v <= 0 {
-				zeroErr = l.Check(v)
-			}
-		}
-	})
+	zeroErr := explicitZero(fs)
 	if zeroErr != nil {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(zeroErr))
 		return spec, 0, false, nil, sandbox.ExitSetupError

@@ -95,11 +95,7 @@ func (r *Root) stat(clean string) (api.FileInfo, error) {
 			return api.FileInfo{}, err
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return api.FileInfo{}, err
-		}
-		return fileInfo(clean, &st, ""), nil
+		return infoOf(fd, clean)
 	}
 	dir, name, err := r.parent(clean)
 	if err != nil {
@@ -188,6 +184,15 @@ func openat2(dirfd int, p string, flags int, resolve uint64) (int, error) {
 		}
 	}
 	return -1, unix.EAGAIN
+}
+
+// infoOf describes the open file fd; clean is the path to report.
+func infoOf(fd int, clean string) (api.FileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return api.FileInfo{}, err
+	}
+	return fileInfo(clean, &st, ""), nil
 }
 
 // statAt describes name in dir without following it; clean is the path to report.

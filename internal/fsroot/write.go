@@ -178,11 +178,7 @@ func (r *Root) mkdir(clean string, parents bool) (api.FileInfo, error) {
 			return api.FileInfo{}, err
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return api.FileInfo{}, err
-		}
-		return fileInfo(clean, &st, ""), nil
+		return infoOf(fd, clean)
 	}
 	if clean == "/" {
 		return api.FileInfo{}, unix.EEXIST

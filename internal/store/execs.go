@@ -120,19 +120,7 @@ func (s *Store) Execs(ctx context.Context, sandboxID string, limit int) ([]api.E
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: list execs: %w", sandboxID, err)
 	}
-	defer rows.Close()
-	var out []api.Execution
-	for rows.Next() {
-		e, err := scanExec(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox %q: list execs: %w", sandboxID, err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sandbox %q: list execs: %w", sandboxID, err)
-	}
-	return out, nil
+	return collect(rows, fmt.Sprintf("sandbox %q: list execs", sandboxID), scanExec)
 }
 
 // MarkLost marks every exec still running as lost and returns how many there were. The daemon

@@ -100,19 +100,7 @@ func (s *Store) Keys(ctx context.Context) ([]api.Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
-	defer rows.Close()
-	var keys []api.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return keys, nil
+	return collect(rows, "list keys", scanKey)
 }
 
 // RevokeKey revokes the key with the given ID or secret and returns it. Revoking a revoked key

@@ -220,19 +220,7 @@ func (s *Store) Sandboxes(ctx context.Context, f Filter) ([]Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	defer rows.Close()
-	var out []Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	return out, nil
+	return collect(rows, "list sandboxes", scanSandbox)
 }
 
 // Transitions returns sandbox id's transitions in the order they happened. A sandbox without any

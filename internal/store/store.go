@@ -186,3 +186,20 @@ func orNow(t time.Time) time.Time {
 	}
 	return t
 }
+
+// collect scans every row with scan, closing rows; errors carry what.
+func collect[T any](rows *sql.Rows, what string, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}

@@ -23,6 +23,7 @@ import (
 type daemon struct {
 	t       *testing.T
 	dataDir string
+	flags   []string // the extra flags it was started with
 	cmd     *exec.Cmd
 	url     string
 	exited  chan struct{}
@@ -35,7 +36,7 @@ type daemon struct {
 // waits until it answers. It is stopped (SIGTERM) at the end of the test unless already gone.
 func startDaemon(t *testing.T, dataDir string, flags ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, dataDir: dataDir, exited: make(chan struct{})}
+	d := &daemon{t: t, dataDir: dataDir, flags: flags, exited: make(chan struct{})}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)
 	d.cmd = exec.Command(airlockBin, args...)
 	d.cmd.Env = append(append([]string{}, runEnv...), "AIRLOCK_LOG=info")
@@ -143,6 +144,33 @@ func newDaemon(t *testing.T, flags ...string) (*daemon, *client.Client) {
 	key := newKey(t, dir, "t1")
 	d := startDaemon(t, dir, flags...)
 	return d, d.client(key)
+}
+
+// newDaemonConfig is newDaemon with a configuration file; it also returns the key.
+func newDaemonConfig(t *testing.T, config string) (*daemon, *client.Client, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	key := newKey(t, dir, "t1")
+	cfg := filepath.Join(t.TempDir(), "airlock.json")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, dir, "--config", cfg)
+	return d, d.client(key), key
+}
+
+// createN creates n small sandboxes and returns their IDs.
+func createN(t *testing.T, c *client.Client, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		sb, err := c.Create(bg(), smallSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	return ids
 }
 
 // smallSpec is a sandbox spec with modest limits, so many fit on the test machine.

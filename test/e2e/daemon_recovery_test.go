@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -148,21 +147,9 @@ func TestDaemonCrashRecovery(t *testing.T) {
 // what is left.
 func TestDaemonCrashNoReturn(t *testing.T) {
 	check := leakCheck(t)
-	dir := t.TempDir() + "/data"
-	key := newKey(t, dir, "t1")
-	cfg := t.TempDir() + "/airlock.json"
-	os.WriteFile(cfg, []byte(`{"process": {"orphanGraceSeconds": 1}}`), 0o644)
-	d := startDaemon(t, dir, "--config", cfg)
-	c := d.client(key)
+	d, c, key := newDaemonConfig(t, `{"process": {"orphanGraceSeconds": 1}}`)
 	ctx := bg()
-	var ids []string
-	for range 2 {
-		sb, err := c.Create(ctx, smallSpec())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, sb.ID)
-	}
+	ids := createN(t, c, 2)
 	done, err := c.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("echo acknowledged")})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +165,7 @@ func TestDaemonCrashNoReturn(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	d2 := startDaemon(t, dir, "--config", cfg)
+	d2 := startDaemon(t, d.dataDir, d.flags...)
 	c2 := d2.client(key)
 	for _, id := range ids {
 		sb, err := c2.Get(ctx, id)

@@ -295,21 +295,9 @@ func TestDaemonTenants(t *testing.T) {
 
 // TestDaemonQuotaAndCompat checks the per-tenant quota (429) and the compatibility surface.
 func TestDaemonQuotaAndCompat(t *testing.T) {
-	dir := t.TempDir() + "/data"
-	key := newKey(t, dir, "t1")
-	cfg := t.TempDir() + "/airlock.json"
-	os.WriteFile(cfg, []byte(`{"limits": {"maxSandboxesPerTenant": 2}}`), 0o644)
-	d := startDaemon(t, dir, "--config", cfg)
-	c := d.client(key)
+	d, c, key := newDaemonConfig(t, `{"limits": {"maxSandboxesPerTenant": 2}}`)
 	ctx := bg()
-	var ids []string
-	for range 2 {
-		sb, err := c.Create(ctx, smallSpec())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, sb.ID)
-	}
+	ids := createN(t, c, 2)
 	if _, err := c.Create(ctx, smallSpec()); clientErr(t, err).StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third sandbox: %v", err)
 	}
