@@ -472,7 +472,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover execs: %w", err)
 	}
-	recs, err := m.store.Sandboxes(ctx, store.Filter{Status: []string{api.StatusProvisioning, api.StatusReady, api.StatusRunning, api.StatusPaused}})
+	recs, err := m.store.Sandboxes(ctx, store.Filter{Status: sandbox.LiveStatuses})
 	if err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -35,15 +36,12 @@ func CanTransition(from, to string) bool {
 	return false
 }
 
-// Live reports whether a sandbox in this status holds host resources (and counts against its
+// LiveStatuses are the statuses in which a sandbox holds host resources (and counts against its
 // tenant's quota).
-func Live(status string) bool {
-	switch status {
-	case api.StatusProvisioning, api.StatusReady, api.StatusRunning, api.StatusPaused:
-		return true
-	}
-	return false
-}
+var LiveStatuses = []string{api.StatusProvisioning, api.StatusReady, api.StatusRunning, api.StatusPaused}
+
+// Live reports whether status is one of LiveStatuses.
+func Live(status string) bool { return slices.Contains(LiveStatuses, status) }
 
 // Transition reasons used by the daemon.
 const (

@@ -147,8 +147,9 @@ func TestConcurrentWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := s.CountActive(ctx, ""); err != nil || n != workers {
-		t.Errorf("CountActive = %d, %v; want %d", n, err, workers)
+	live, err := s.Sandboxes(ctx, Filter{Status: []string{api.StatusProvisioning, api.StatusReady, api.StatusRunning, api.StatusPaused}})
+	if err != nil || len(live) != workers {
+		t.Errorf("%d live sandboxes, %v; want %d", len(live), err, workers)
 	}
 	var execs int
 	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM execs WHERE status = 'done'`).Scan(&execs); err != nil ||

@@ -35,9 +35,6 @@ type Filter struct {
 	Limit    int               // 0 = no limit
 }
 
-// activeStatuses are the statuses CountActive counts: the sandbox holds host resources.
-var activeStatuses = []string{api.StatusProvisioning, api.StatusReady, api.StatusRunning, api.StatusPaused}
-
 // InsertSandbox stores a new sandbox and its first transition ("" → sb.Status, for sb.Reason, at
 // sb.CreatedAt). A zero CreatedAt is now; a zero UpdatedAt is CreatedAt. A duplicate ID is
 // ErrConflict.
@@ -246,24 +243,4 @@ func (s *Store) Transitions(ctx context.Context, id string) ([]api.Transition, e
 		return nil, fmt.Errorf("sandbox %q: transitions: %w", id, err)
 	}
 	return out, nil
-}
-
-// CountActive counts tenant's sandboxes that hold host resources (provisioning, ready, running,
-// paused); tenant "" counts every tenant's.
-func (s *Store) CountActive(ctx context.Context, tenant string) (int, error) {
-	q := `SELECT count(*) FROM sandboxes WHERE status IN (?, ?, ?, ?)`
-	var args []any
-	for _, st := range activeStatuses {
-		args = append(args, st)
-	}
-	if tenant != "" {
-		q += ` AND tenant = ?` // separate queries so that each uses its index
-		args = append(args, tenant)
-	}
-	var n int
-	err := s.read.QueryRowContext(ctx, q, args...).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count active sandboxes: %w", err)
-	}
-	return n, nil
 }

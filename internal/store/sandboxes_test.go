@@ -167,17 +167,6 @@ func TestSandboxes(t *testing.T) {
 	}
 }
 
-func TestCountActive(t *testing.T) {
-	ctx := context.Background()
-	s, _ := openTest(t, Options{})
-	seedSandboxes(t, s)
-	for tenant, want := range map[string]int{"": 3, "a": 2, "b": 1, "c": 0} {
-		if n, err := s.CountActive(ctx, tenant); err != nil || n != want {
-			t.Errorf("CountActive(%q) = %d, %v; want %d", tenant, n, err, want)
-		}
-	}
-}
-
 func TestTransition(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
