@@ -6,13 +6,8 @@ import (
 	"fmt"
 
 	"github.com/airlockrun/airlock/internal/config"
-	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/levels"
-	"github.com/airlockrun/airlock/internal/sandbox"
 )
-
-// allLevels is every level of SPEC §1, built in or not, so doctor can say what is missing.
-var allLevels = []string{sandbox.LevelProcess, sandbox.LevelContainer, sandbox.LevelWasm, sandbox.LevelMicroVM, sandbox.LevelEnclave}
 
 func doctorCmd(e *env, args []string) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
@@ -22,16 +17,7 @@ func doctorCmd(e *env, args []string) int {
 		return 2
 	}
 	reg := levels.Registry(config.Default(), e.log)
-	caps := make([]driver.Capabilities, 0, len(allLevels))
-	for _, l := range allLevels {
-		c := driver.Capabilities{Level: l, Reason: "not built into this version of airlock yet"}
-		for _, d := range reg.All() {
-			if d.Name() == l {
-				c = d.Capabilities()
-			}
-		}
-		caps = append(caps, c)
-	}
+	caps := reg.Report()
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")

@@ -85,3 +85,59 @@ func explicitZero(fs *flag.FlagSet) error {
 	})
 	return zeroErr
 }
+
+// specFlags are the flags of run and create that shape a sandbox. Unset, they leave the spec's
+// fields zero, for sandbox.SetDefaults (run) or the daemon (create) to fill; the help says the
+// defaults.
+type specFlags struct {
+	envs, ro, rw, allow, block listFlag
+}
+
+func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
+	r := &spec.Resources
+	fs.StringVar(&spec.Isolation, "isolation", "", "isolation level: process (default), container, wasm, microvm, enclave")
+	fs.StringVar(&spec.Runtime, "runtime", "", "container runtime: runsc or runc")
+	fs.Float64Var(&r.CPU, "cpu", 0, "vCPUs, the cgroup CPU quota (default 1)")
+	fs.Var(mibFlag{&r.MemoryMB}, "memory", "memory limit, e.g. 512M (default 2048M)")
+	fs.Var(mibFlag{&r.DiskMB}, "disk", "size of the writable layer, e.g. 1G (default 5120M)")
+	fs.Int64Var(&r.MaxProcesses, "pids", 0, "maximum processes and threads (default 64)")
+	fs.Int64Var(&r.MaxOpenFiles, "nofile", 0, "maximum open files per process (default 1024)")
+	fs.StringVar(&spec.Network.EgressPolicy, "network", "", "egress policy: none (default), restricted, open")
+	fs.Var(&f.allow, "allow-domain", "a domain the sandbox may reach (repeatable; implies --network restricted)")
+	fs.Var(&f.envs, "env", "K=V environment variable (repeatable)")
+	fs.Var(&f.ro, "ro", "HOST[:DEST] mounted read-only (repeatable)")
+	fs.Var(&f.rw, "rw", "HOST[:DEST] mounted read-write (repeatable)")
+	fs.Var(&f.block, "block", "path inside the sandbox made inaccessible (repeatable)")
+	fs.StringVar(&spec.Image, "image", "", "OCI image reference for the root filesystem")
+	fs.StringVar(&spec.Rootfs, "rootfs", "", "host directory used as the root filesystem (copy-on-write)")
+	fs.StringVar(&spec.User, "user", "", "agent (default, uid 1000) or root (uid 0 in the sandbox only)")
+	fs.StringVar(&spec.Workdir, "workdir", "", "working directory inside the sandbox (default /workspace)")
+}
+
+// apply moves the repeatable network and filesystem flags into spec (the environment each verb
+// parses itself).
+func (f *specFlags) apply(spec *sandbox.Spec) {
+	spec.Network.AllowedDomains = f.allow
+	if len(f.allow) > 0 && spec.Network.EgressPolicy == "" {
+		spec.Network.EgressPolicy = sandbox.EgressRestricted
+	}
+	spec.Filesystem = sandbox.Filesystem{ReadOnly: f.ro, ReadWrite: f.rw, Blocked: f.block}
+}
+
+// parseInterspersed parses fs's flags, which may come before or after the positional arguments
+// (everything after "--" is positional), and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if len(rest) == 0 || (consumed > 0 && args[consumed-1] == "--") {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -27,15 +27,9 @@ func keysCmd(e *env, args []string) int {
 	tenant := fs.String("tenant", "", "the tenant the key acts for (created on first key)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	// Flags may come before or after the positional argument (keys revoke KEY --data-dir DIR).
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
 	}
 	switch {
 	case sub == "create" && (*tenant == "" || len(pos) > 0):

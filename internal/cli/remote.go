@@ -55,23 +55,21 @@ func newRemote(e *env, name, usage string) *remote {
 // parse parses the verb's flags, which may come before or after the arguments (everything after
 // "--" is an argument), and returns the arguments. code >= 0 means: exit with it.
 func (r *remote) parse(args []string, interspersed bool) (pos []string, code int) {
-	for {
-		if err := r.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				r.fs.Usage()
-				return nil, 0
-			}
-			// The flag package says "-disk"; airlock's flags are spelled "--disk".
-			return nil, r.usageError("%s", strings.Replace(err.Error(), " -", " --", 1))
-		}
-		rest := r.fs.Args()
-		consumed := len(args) - len(rest)
-		if !interspersed || len(rest) == 0 || (consumed > 0 && args[consumed-1] == "--") {
-			return append(pos, rest...), -1
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	var err error
+	if interspersed {
+		pos, err = parseInterspersed(r.fs, args)
+	} else if err = r.fs.Parse(args); err == nil {
+		pos = r.fs.Args()
 	}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		r.fs.Usage()
+		return nil, 0
+	case err != nil:
+		// The flag package says "-disk"; airlock's flags are spelled "--disk".
+		return nil, r.usageError("%s", strings.Replace(err.Error(), " -", " --", 1))
+	}
+	return pos, -1
 }
 
 // oneID parses a verb that takes exactly one sandbox ID and finds the daemon; code >= 0 means:

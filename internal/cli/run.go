@@ -100,27 +100,10 @@ func runCmd(e *env, args []string) int {
 func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, asJSON bool, cmd []string, code int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, in the user's spelling
-	var envs, ro, rw, allow, block listFlag
-	r := &spec.Resources
-	fs.StringVar(&spec.Isolation, "isolation", sandbox.LevelProcess, "isolation level: process, container, wasm, microvm, enclave")
-	fs.StringVar(&spec.Runtime, "runtime", "", "container runtime: runsc or runc")
-	fs.Float64Var(&r.CPU, "cpu", sandbox.Limits.CPU.Default, "vCPUs (cgroup CPU quota)")
-	fs.Var(mibFlag{&r.MemoryMB}, "memory", "memory limit, e.g. 512M (default 2048M)")
-	fs.Var(mibFlag{&r.DiskMB}, "disk", "size of the writable layer, e.g. 1G (default 5120M)")
-	fs.Int64Var(&r.MaxProcesses, "pids", int64(sandbox.Limits.MaxProcesses.Default), "maximum processes and threads")
-	fs.Int64Var(&r.MaxOpenFiles, "nofile", int64(sandbox.Limits.MaxOpenFiles.Default), "maximum open files per process")
+	var sf specFlags
+	sf.register(fs, &spec)
 	timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
 	fs.Var(durationFlag{&timeout}, "timeout", "kill the command after this long, e.g. 30s (default 1h)")
-	fs.StringVar(&spec.Network.EgressPolicy, "network", sandbox.EgressNone, "egress policy: none, restricted, open")
-	fs.Var(&allow, "allow-domain", "a domain the sandbox may reach (repeatable; implies --network restricted)")
-	fs.Var(&envs, "env", "K=V environment variable (repeatable)")
-	fs.Var(&ro, "ro", "HOST[:DEST] mounted read-only (repeatable)")
-	fs.Var(&rw, "rw", "HOST[:DEST] mounted read-write (repeatable)")
-	fs.Var(&block, "block", "path inside the sandbox made inaccessible (repeatable)")
-	fs.StringVar(&spec.Image, "image", "", "OCI image reference for the root filesystem")
-	fs.StringVar(&spec.Rootfs, "rootfs", "", "host directory used as the root filesystem (copy-on-write)")
-	fs.StringVar(&spec.User, "user", sandbox.UserAgent, "agent (uid 1000) or root (uid 0 in the sandbox only)")
-	fs.StringVar(&spec.Workdir, "workdir", "/workspace", "working directory inside the sandbox")
 	fs.BoolVar(&asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: airlock run [flags] -- CMD [ARG...]")
@@ -149,7 +132,7 @@ func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, 
 		fmt.Fprintln(e.stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARG...])")
 		return spec, 0, false, nil, sandbox.ExitSetupError
 	}
-	for _, kv := range envs {
+	for _, kv := range sf.envs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			fmt.Fprintf(e.stderr, "airlock run: --env %q: want K=V\n", kv)
@@ -160,11 +143,7 @@ func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, 
 		}
 		spec.Environment[k] = v
 	}
-	spec.Network.AllowedDomains = allow
-	if len(allow) > 0 && spec.Network.EgressPolicy == sandbox.EgressNone {
-		spec.Network.EgressPolicy = sandbox.EgressRestricted
-	}
-	spec.Filesystem = sandbox.Filesystem{ReadOnly: ro, ReadWrite: rw, Blocked: block}
+	sf.apply(&spec)
 	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(timeout.Seconds()))
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {

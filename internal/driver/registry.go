@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // Registry maps level names to drivers. The daemon and CLI build one at start with the levels
@@ -56,5 +57,22 @@ func (r *Registry) All() []Driver {
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Report returns the capabilities of every level of SPEC §1 in order, built in or not: a level
+// this airlock lacks is reported unavailable, saying so. Doctor and the API both show it.
+func (r *Registry) Report() []Capabilities {
+	out := make([]Capabilities, 0, len(sandbox.Levels))
+	for _, l := range sandbox.Levels {
+		r.mu.RLock()
+		d, ok := r.drivers[l]
+		r.mu.RUnlock()
+		if !ok {
+			out = append(out, Capabilities{Level: l, Reason: "not built into this version of airlock yet"})
+			continue
+		}
+		out = append(out, d.Capabilities())
+	}
 	return out
 }

@@ -48,3 +48,20 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("All() = %v", names)
 	}
 }
+
+func TestReport(t *testing.T) {
+	r := NewRegistry()
+	r.Register(fake{"process", Capabilities{Level: "process", Available: true}})
+	rep := r.Report()
+	if len(rep) != len(sandbox.Levels) {
+		t.Fatalf("%d levels reported, want every level of SPEC §1", len(rep))
+	}
+	for i, c := range rep {
+		if c.Level != sandbox.Levels[i] || c.Available != (c.Level == "process") {
+			t.Errorf("level %d: %+v", i, c)
+		}
+		if !c.Available && !strings.Contains(c.Reason, "not built") {
+			t.Errorf("%s unavailable without a reason: %+v", c.Level, c)
+		}
+	}
+}

@@ -107,12 +107,9 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 		return api.Sandbox{}, &errdefs.FieldError{Field: "isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
 	}
 	now := time.Now().UTC()
-	b := &box{
-		id: sandbox.NewID("sbx_"), tenant: ten, spec: spec, createdAt: now,
-		expiresAt: now.Add(time.Duration(spec.Timeout.MaxDurationSeconds) * time.Second),
-		logs:      newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
-		status: api.StatusProvisioning, reason: sandbox.ReasonCreated, updatedAt: now, lastActive: now,
-	}
+	rec := store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
+		Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now}
+	b := m.newBox(rec)
 	// The quota is checked and the slot taken under one lock, so concurrent creates cannot
 	// overshoot it.
 	m.mu.Lock()
@@ -130,7 +127,6 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	m.mu.Unlock()
 
 	tStore := time.Now()
-	rec := store.Sandbox{ID: b.id, Tenant: ten, Spec: spec, Status: b.status, Reason: b.reason, CreatedAt: now, UpdatedAt: now}
 	if err := m.store.InsertSandbox(ctx, rec); err != nil {
 		m.forget(b, false)
 		return api.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
@@ -233,15 +229,27 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]api.Sandbox, error
 	return out, nil
 }
 
-// recordView is a stored sandbox as the API shows it; a live one's status comes from memory,
-// which is never behind the store.
-func (m *Manager) recordView(r store.Sandbox) api.Sandbox {
-	v := api.Sandbox{
-		ID: r.ID, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		ExpiresAt: r.CreatedAt.Add(time.Duration(r.Spec.Timeout.MaxDurationSeconds) * time.Second),
-		Spec:      r.Spec, Endpoints: endpoints(r.ID),
+// newBox is the in-memory side of sandbox r, active from now.
+func (m *Manager) newBox(r store.Sandbox) *box {
+	return &box{
+		id: r.ID, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
+		logs: newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
+		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: time.Now(),
 	}
-	return v
+}
+
+// expiresAt is when timeout.maxDurationSeconds ends a sandbox created at created.
+func expiresAt(spec api.Spec, created time.Time) time.Time {
+	return created.Add(time.Duration(spec.Timeout.MaxDurationSeconds) * time.Second)
+}
+
+// recordView is a stored sandbox as the API shows it. The store is never behind memory: a
+// transition is recorded before it counts.
+func (m *Manager) recordView(r store.Sandbox) api.Sandbox {
+	return api.Sandbox{
+		ID: r.ID, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: expiresAt(r.Spec, r.CreatedAt), Spec: r.Spec, Endpoints: endpoints(r.ID),
+	}
 }
 
 func (b *box) viewLocked() api.Sandbox {
@@ -519,13 +527,8 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
 		return false
 	}
-	now := time.Now()
-	b := &box{
-		id: r.ID, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt,
-		expiresAt: r.CreatedAt.Add(time.Duration(r.Spec.Timeout.MaxDurationSeconds) * time.Second),
-		logs:      newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
-		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: now, sb: sb,
-	}
+	b := m.newBox(r)
+	b.sb = sb
 	b.logs.event(r.ID, "", api.EventSandboxAdopted, "adopted by a restarted daemon", map[string]any{"status": r.Status})
 	m.mu.Lock()
 	m.boxes[r.ID] = b

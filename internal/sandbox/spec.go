@@ -6,6 +6,7 @@ package sandbox
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,9 @@ const (
 	LevelMicroVM   = api.LevelMicroVM
 	LevelEnclave   = api.LevelEnclave
 )
+
+// Levels are the isolation levels of SPEC §1, in the order they are presented.
+var Levels = []string{LevelProcess, LevelContainer, LevelWasm, LevelMicroVM, LevelEnclave}
 
 // Egress policies of SPEC §4.
 const (
@@ -123,9 +127,7 @@ func defInt(v *int64, l Limit) {
 
 // Validate checks a defaulted Spec. The error is a *errdefs.FieldError naming the first bad field.
 func Validate(s *Spec) error {
-	switch s.Isolation {
-	case LevelProcess, LevelContainer, LevelWasm, LevelMicroVM, LevelEnclave:
-	default:
+	if !slices.Contains(Levels, s.Isolation) {
 		return errdefs.Invalid("isolation", "must be one of process, container, wasm, microvm, enclave (got %q)", s.Isolation)
 	}
 	if s.User != UserAgent && s.User != UserRoot {

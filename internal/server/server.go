@@ -14,7 +14,6 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/manager"
-	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
@@ -130,16 +129,8 @@ func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
 		"metrics": true, "pauseResume": true, "snapshots": false, "networkPolicy": false, "webhooks": false,
 	}}
-	have := map[string]bool{}
-	for _, d := range s.drivers.All() {
-		dc := d.Capabilities()
-		have[d.Name()] = true
-		c.Levels = append(c.Levels, api.LevelCapability{Level: d.Name(), Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})
-	}
-	for _, l := range []string{sandbox.LevelContainer, sandbox.LevelWasm, sandbox.LevelMicroVM, sandbox.LevelEnclave} {
-		if !have[l] {
-			c.Levels = append(c.Levels, api.LevelCapability{Level: l, Reason: "not built into this version of airlock"})
-		}
+	for _, dc := range s.drivers.Report() {
+		c.Levels = append(c.Levels, api.LevelCapability{Level: dc.Level, Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})
 	}
 	return c, nil
 }

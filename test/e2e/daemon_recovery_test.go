@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +334,4 @@ func TestServeRefusesCleartextOnNetwork(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "--insecure") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	_ = http.StatusOK
 }
