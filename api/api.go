@@ -64,9 +64,25 @@ type Resources struct {
 
 // Network is the egress policy of SPEC §4.
 type Network struct {
-	EgressPolicy      string   `json:"egressPolicy,omitempty"`
+	EgressPolicy string `json:"egressPolicy,omitempty"`
+	// AllowedDomains are the names a restricted sandbox may reach: "example.com" (that name
+	// only), "*.example.com" (any name below it, not example.com itself), each optionally with
+	// ":PORT" (default: ports 80 and 443).
 	AllowedDomains    []string `json:"allowedDomains,omitempty"`
 	BlockLocalNetwork *bool    `json:"blockLocalNetwork,omitempty"`
+	// Credentials are headers the egress proxy adds to the sandbox's requests to a host; the
+	// values never enter the sandbox.
+	Credentials []Credential `json:"credentials,omitempty"`
+}
+
+// Credential binds a secret header to a destination host. The sandbox sends plain HTTP to
+// http://HOST/ (through the proxy or directly); airlock adds the header and forwards the request
+// over HTTPS to HOST:443. Exactly one of Value and Secret is set; responses never carry Value.
+type Credential struct {
+	Host   string `json:"host"`             // exact host name, e.g. api.openai.com
+	Header string `json:"header"`           // e.g. Authorization
+	Value  string `json:"value,omitempty"`  // the header's value, given at create time
+	Secret string `json:"secret,omitempty"` // or the name of a secret in the daemon's configuration (network.secrets)
 }
 
 // Filesystem holds host paths mounted into the sandbox ("HOST[:DEST]") and sandbox paths made
