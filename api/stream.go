@@ -20,8 +20,25 @@ const (
 	EventExecStarted    = "exec.started"    // Data: command
 	EventExecExited     = "exec.exited"     // Data: exitCode, durationMs
 	EventSandboxAdopted = "sandbox.adopted" // a restarted daemon took the sandbox over; Data: status
+	// EventNetworkDNS is a DNS query to airlock's resolver. Data: proto, name, qtype, decision
+	// (allow, deny), rule, reason, answers.
+	EventNetworkDNS = "network.dns"
+	// EventNetworkConnect is a connection or request through the egress proxy. Data: proto
+	// (http, connect, tls, tcp), name, address, port, decision, rule, reason, bytesOut,
+	// bytesIn, credentialHeader.
+	EventNetworkConnect = "network.connect"
+	// EventNetworkPolicy is a live change of the network policy. Data: egressPolicy,
+	// allowedDomains.
+	EventNetworkPolicy = "network.policy"
 	// Limit events use the types of ExecResult.LimitEvents: limit.memory, limit.pids, ...
 )
+
+// EventPage is one page of a sandbox's recorded events.
+type EventPage struct {
+	Events []Event `json:"events"`
+	// Next is the cursor of the following page (pass it as after=).
+	Next int64 `json:"next"`
+}
 
 // LogEntry is one item of GET /api/v1/sandboxes/{id}/logs: a chunk of a command's output or an
 // event. Seq increases by one per entry of a sandbox, so a client can resume with ?since=Seq.

@@ -33,6 +33,8 @@ func verbs() []verb {
 		{"exec", "exec [-it] ID [--] CMD...      run a command in a sandbox; exits with its status", execCmd},
 		{"logs", "logs [-f] ID                   a sandbox's output and events", logsCmd},
 		{"cp", "cp SRC DST                     copy a file in (LOCAL ID:/PATH) or out (ID:/PATH LOCAL)", cpCmd},
+		{"events", "events [--type T] ID           a sandbox's recorded events (network decisions...)", eventsCmd},
+		{"network", "network ID --network P [--allow-domain D]...   change a sandbox's network policy live", networkCmd},
 		{"pause", "pause ID...                    freeze every process of sandboxes", pauseCmd},
 		{"resume", "resume ID...                   thaw paused sandboxes", resumeCmd},
 		{"rm", "rm ID...                       terminate sandboxes", rmCmd},

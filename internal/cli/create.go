@@ -75,7 +75,9 @@ func parseCreate(r *remote, args []string) (spec api.Spec, asJSON bool, code int
 	if spec.Metadata, err = keyValues("metadata", meta); err != nil {
 		return spec, false, r.usageError("%v", err)
 	}
-	sf.apply(&spec)
+	if err := sf.apply(&spec); err != nil {
+		return spec, false, r.usageError("%s", describe(err))
+	}
 	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(maxDuration.Seconds()))
 	spec.Timeout.IdleTimeoutSeconds = int64(math.Ceil(idle.Seconds()))
 	return spec, asJSON, -1

@@ -16,7 +16,13 @@ func doctorCmd(e *env, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	reg := levels.Registry(config.Default(), e.log)
+	cfg := config.Default()
+	network, err := levels.Network(cfg, e.log)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock doctor:", err)
+		return 1
+	}
+	reg := levels.Registry(cfg, network, e.log)
 	caps := reg.Report()
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)

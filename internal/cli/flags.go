@@ -4,10 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/airlockrun/airlock/internal/sandbox"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // listFlag collects a repeatable flag.
@@ -90,7 +94,8 @@ func explicitZero(fs *flag.FlagSet) error {
 // fields zero, for sandbox.SetDefaults (run) or the daemon (create) to fill; the help says the
 // defaults.
 type specFlags struct {
-	envs, ro, rw, allow, block listFlag
+	envs, ro, rw, allow, block, creds listFlag
+	allowLocal                         bool
 }
 
 func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
@@ -103,7 +108,10 @@ func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
 	fs.Int64Var(&r.MaxProcesses, "pids", 0, "maximum processes and threads (default 64)")
 	fs.Int64Var(&r.MaxOpenFiles, "nofile", 0, "maximum open files per process (default 1024)")
 	fs.StringVar(&spec.Network.EgressPolicy, "network", "", "egress policy: none (default), restricted, open")
-	fs.Var(&f.allow, "allow-domain", "a domain the sandbox may reach (repeatable; implies --network restricted)")
+	fs.Var(&f.allow, "allow-domain", "a domain the sandbox may reach: example.com, *.example.com, example.com:8443 (repeatable; implies --network restricted)")
+	fs.BoolVar(&f.allowLocal, "allow-local-network", false, "let the sandbox reach private addresses (blockLocalNetwork false); metadata addresses stay blocked")
+	fs.Var(&f.creds, "credential", "HOST:HEADER:secret=NAME (a daemon secret) or HOST:HEADER:env=VAR (from this shell): a header the proxy adds to requests to http://HOST/, forwarded over HTTPS (repeatable)")
+	fs.Int64Var(&r.NetworkMbps, "network-mbps", 0, "bandwidth cap in Mbit/s, each direction (default 100)")
 	fs.Var(&f.envs, "env", "K=V environment variable (repeatable)")
 	fs.Var(&f.ro, "ro", "HOST[:DEST] mounted read-only (repeatable)")
 	fs.Var(&f.rw, "rw", "HOST[:DEST] mounted read-write (repeatable)")
@@ -116,12 +124,48 @@ func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
 
 // apply moves the repeatable network and filesystem flags into spec (the environment each verb
 // parses itself).
-func (f *specFlags) apply(spec *sandbox.Spec) {
+func (f *specFlags) apply(spec *sandbox.Spec) error {
 	spec.Network.AllowedDomains = f.allow
 	if len(f.allow) > 0 && spec.Network.EgressPolicy == "" {
 		spec.Network.EgressPolicy = sandbox.EgressRestricted
 	}
 	spec.Filesystem = sandbox.Filesystem{ReadOnly: f.ro, ReadWrite: f.rw, Blocked: f.block}
+	if f.allowLocal {
+		no := false
+		spec.Network.BlockLocalNetwork = &no
+	}
+	cs, err := f.credentials()
+	spec.Network.Credentials = cs
+	return err
+}
+
+// credentials parses the --credential flags.
+func (f *specFlags) credentials() ([]api.Credential, error) {
+	var cs []api.Credential
+	for i, s := range f.creds {
+		field := fmt.Sprintf("network.credentials[%d]", i)
+		host, rest, ok1 := strings.Cut(s, ":")
+		header, src, ok2 := strings.Cut(rest, ":")
+		kind, name, ok3 := strings.Cut(src, "=")
+		if !ok1 || !ok2 || !ok3 || host == "" || header == "" || name == "" {
+			return nil, errdefs.Invalid(field, "%q: want HOST:HEADER:secret=NAME or HOST:HEADER:env=VAR", s)
+		}
+		c := api.Credential{Host: host, Header: header}
+		switch kind {
+		case "secret":
+			c.Secret = name
+		case "env":
+			v, set := os.LookupEnv(name)
+			if !set || v == "" {
+				return nil, errdefs.Invalid(field, "environment variable %s is not set", name)
+			}
+			c.Value = v
+		default:
+			return nil, errdefs.Invalid(field, "%q: the value comes from secret=NAME or env=VAR (never the command line)", s)
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 // parseInterspersed parses fs's flags, which may come before or after the positional arguments

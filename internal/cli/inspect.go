@@ -109,6 +109,9 @@ func networkText(n api.Network) string {
 	if n.BlockLocalNetwork != nil && !*n.BlockLocalNetwork {
 		s += ", local network reachable"
 	}
+	for _, c := range n.Credentials {
+		s += fmt.Sprintf(", credential %s for %s", c.Header, c.Host)
+	}
 	return s
 }
 

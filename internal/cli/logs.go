@@ -85,6 +85,11 @@ func eventText(ev api.Event) string {
 		return fmt.Sprintf("%s started: %s", ev.ExecutionID, cmd)
 	case api.EventExecExited:
 		return fmt.Sprintf("%s exited with status %s after %sms", ev.ExecutionID, str("exitCode"), str("durationMs"))
+	case api.EventNetworkDNS, api.EventNetworkConnect:
+		if str("decision") == "deny" {
+			return ev.Message + ": " + str("reason")
+		}
+		return ev.Message
 	}
 	if ev.Message != "" {
 		return ev.Type + ": " + ev.Message

@@ -17,24 +17,44 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/levels"
+	"github.com/airlockrun/airlock/internal/netpolicy"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // runCmd is `airlock run`: create a sandbox, run one command in it, tear it down, exit with the
 // command's status (124 timeout, 125 setup failure, 137 memory limit).
 func runCmd(e *env, args []string) int {
-	spec, timeout, asJSON, cmd, code := parseRun(e, args)
+	ra, code := parseRun(e, args)
 	if code >= 0 {
 		return code
 	}
+	spec, timeout, asJSON, cmd := ra.spec, ra.timeout, ra.asJSON, ra.cmd
 	fail := func(err error) int {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
 		return sandbox.ExitSetupError
 	}
-	cfg := config.Default()
-	// A one-shot sandbox ends with this process, whatever happens to it: nobody will adopt it.
-	cfg.Process.OrphanGraceSeconds = 0
-	reg := levels.Registry(cfg, e.log)
+	cfg, err := ra.host.load(func(c *config.Config) {
+		// A one-shot sandbox ends with this process, whatever happens to it: nobody will adopt it.
+		c.Process.OrphanGraceSeconds = 0
+	})
+	if err != nil {
+		return fail(err)
+	}
+	var network *egress.Service
+	if spec.Network.EgressPolicy != sandbox.EgressNone {
+		if network, err = levels.Network(cfg, e.log); err != nil {
+			return fail(err)
+		}
+		network.SetSink(func(_ string, ev netpolicy.Event) {
+			// The agent (or its operator) reads why the network said no; allowed traffic
+			// only with --network-log.
+			if !ev.Allow || ra.networkLog {
+				fmt.Fprintf(e.stderr, "airlock: network: %s: %s\n", ev, ev.Reason)
+			}
+		})
+	}
+	reg := levels.Registry(cfg, network, e.log)
 	d, err := reg.Lookup(spec.Isolation)
 	if err != nil {
 		return fail(err)
@@ -96,15 +116,28 @@ func runCmd(e *env, args []string) int {
 	return res.ExitCode
 }
 
+// runArgs are run's parsed flags.
+type runArgs struct {
+	spec       sandbox.Spec
+	timeout    time.Duration
+	asJSON     bool
+	networkLog bool
+	cmd        []string
+	host       hostFlags
+}
+
 // parseRun parses run's flags into a defaulted, validated spec. code >= 0 means: exit with it.
-func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, asJSON bool, cmd []string, code int) {
+func parseRun(e *env, args []string) (ra runArgs, code int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, in the user's spelling
 	var sf specFlags
-	sf.register(fs, &spec)
-	timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
-	fs.Var(durationFlag{&timeout}, "timeout", "kill the command after this long, e.g. 30s (default 1h)")
-	fs.BoolVar(&asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
+	spec := &ra.spec
+	sf.register(fs, spec)
+	ra.timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
+	fs.Var(durationFlag{&ra.timeout}, "timeout", "kill the command after this long, e.g. 30s (default 1h)")
+	fs.BoolVar(&ra.asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
+	fs.BoolVar(&ra.networkLog, "network-log", false, "print every network decision to stderr, not only denials")
+	fs.StringVar(&ra.host.configFile, "config", "", "configuration file (JSON; its network section: resolvers, trustedHosts, secrets)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: airlock run [flags] -- CMD [ARG...]")
 		fs.PrintDefaults()
@@ -113,44 +146,47 @@ func parseRun(e *env, args []string) (spec sandbox.Spec, timeout time.Duration, 
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(e.stderr)
 			fs.Usage()
-			return spec, 0, false, nil, 0
+			return ra, 0
 		}
 		// The flag package says "-disk"; airlock's flags are spelled "--disk".
 		msg := strings.Replace(err.Error(), " -", " --", 1)
 		fmt.Fprintf(e.stderr, "airlock run: %s (see airlock run --help)\n", msg)
-		return spec, 0, false, nil, sandbox.ExitSetupError
+		return ra, sandbox.ExitSetupError
 	}
 	// Zero means "the default" in the API's JSON; on the command line an explicit 0 is a
 	// mistake and gets the range, like any other value out of it.
 	zeroErr := explicitZero(fs)
 	if zeroErr != nil {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(zeroErr))
-		return spec, 0, false, nil, sandbox.ExitSetupError
+		return ra, sandbox.ExitSetupError
 	}
-	cmd = fs.Args()
-	if len(cmd) == 0 {
+	ra.cmd = fs.Args()
+	if len(ra.cmd) == 0 {
 		fmt.Fprintln(e.stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARG...])")
-		return spec, 0, false, nil, sandbox.ExitSetupError
+		return ra, sandbox.ExitSetupError
 	}
 	for _, kv := range sf.envs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			fmt.Fprintf(e.stderr, "airlock run: --env %q: want K=V\n", kv)
-			return spec, 0, false, nil, sandbox.ExitSetupError
+			return ra, sandbox.ExitSetupError
 		}
 		if spec.Environment == nil {
 			spec.Environment = map[string]string{}
 		}
 		spec.Environment[k] = v
 	}
-	sf.apply(&spec)
-	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(timeout.Seconds()))
-	sandbox.SetDefaults(&spec)
-	if err := sandbox.Validate(&spec); err != nil {
+	if err := sf.apply(spec); err != nil {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
-		return spec, 0, false, nil, sandbox.ExitSetupError
+		return ra, sandbox.ExitSetupError
 	}
-	return spec, timeout, asJSON, cmd, -1
+	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(ra.timeout.Seconds()))
+	sandbox.SetDefaults(spec)
+	if err := sandbox.Validate(spec); err != nil {
+		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
+		return ra, sandbox.ExitSetupError
+	}
+	return ra, -1
 }
 
 // describe renders an error for a person: field errors name the flag.
@@ -166,8 +202,13 @@ func describe(err error) string {
 			name = "--rw"
 		} else if strings.HasPrefix(fe.Field, "filesystem.blocked") {
 			name = "--block"
+		} else if strings.HasPrefix(fe.Field, "network.allowedDomains") {
+			name = "--allow-domain"
+		} else if strings.HasPrefix(fe.Field, "network.credentials") {
+			name = "--credential"
 		}
 		return name + ": " + fe.Message
 	}
 	return err.Error()
 }
+

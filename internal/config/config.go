@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 )
 
 // Version is the configuration file format this airlock reads.
@@ -40,6 +42,29 @@ type Config struct {
 	Limits LimitsConfig `json:"limits"`
 	// Process configures the process isolation level.
 	Process ProcessConfig `json:"process"`
+	// Network configures sandboxes' networks (SPEC §4).
+	Network NetworkConfig `json:"network"`
+}
+
+// NetworkConfig is the operator's part of every sandbox's network policy.
+type NetworkConfig struct {
+	// Pool is the IPv4 prefix from which each networked sandbox gets a /30 (its veth pair).
+	// Default 10.200.0.0/16 (16384 sandboxes). It must not overlap the host's networks.
+	Pool string `json:"pool"`
+	// Resolvers are the upstream DNS servers ("ip:port") airlock asks for allowed names.
+	// Default: the host's /etc/resolv.conf.
+	Resolvers []string `json:"resolvers"`
+	// TrustedHosts maps names to addresses (several separated by commas), bypassing DNS, e.g.
+	// an internal LLM gateway on a private address. Only these names may lead to private
+	// addresses, and only for sandboxes whose policy allows the name; metadata addresses never.
+	TrustedHosts map[string]string `json:"trustedHosts"`
+	// Secrets are credential values sandboxes may name (network.credentials[].secret) without
+	// knowing them. A value "env:NAME" is read from airlock's environment at start. Keep the
+	// configuration file readable by root only.
+	Secrets map[string]string `json:"secrets"`
+	// UpstreamCAFile is a PEM bundle trusted, besides the system's roots, when airlock speaks
+	// TLS upstream to inject credentials (e.g. a corporate CA).
+	UpstreamCAFile string `json:"upstreamCaFile"`
 }
 
 // TLSConfig names the daemon's certificate and key (PEM files).
@@ -143,7 +168,50 @@ func (c Config) Validate() error {
 	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+65536 > 1<<32-1 {
 		return errors.New("config: process.uidBase must leave room for 65536 ids above 65535")
 	}
+	if _, err := c.Egress(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// Egress returns the network service's configuration.
+func (c Config) Egress() (egress.Config, error) {
+	n := c.Network
+	e := egress.Config{Resolvers: n.Resolvers, UpstreamCAFile: n.UpstreamCAFile, Secrets: map[string]string{}}
+	if n.Pool != "" {
+		p, err := netip.ParsePrefix(n.Pool)
+		if err != nil {
+			return e, fmt.Errorf("config: network.pool %q: %v", n.Pool, err)
+		}
+		e.Pool = p
+	}
+	for i, r := range n.Resolvers {
+		if _, err := netip.ParseAddrPort(r); err != nil {
+			return e, fmt.Errorf("config: network.resolvers[%d] %q: want IP:PORT", i, r)
+		}
+	}
+	for name, addrs := range n.TrustedHosts {
+		if e.Trusted == nil {
+			e.Trusted = map[string][]netip.Addr{}
+		}
+		for _, a := range strings.Split(addrs, ",") {
+			ip, err := netip.ParseAddr(strings.TrimSpace(a))
+			if err != nil {
+				return e, fmt.Errorf("config: network.trustedHosts[%s] %q: not an IP address", name, a)
+			}
+			e.Trusted[name] = append(e.Trusted[name], ip)
+		}
+	}
+	for name, v := range n.Secrets {
+		if env, ok := strings.CutPrefix(v, "env:"); ok {
+			var set bool
+			if v, set = os.LookupEnv(env); !set {
+				return e, fmt.Errorf("config: network.secrets[%s]: environment variable %s is not set", name, env)
+			}
+		}
+		e.Secrets[name] = v
+	}
+	return e, nil
 }
 
 // ProcessDriver returns the process level's configuration.

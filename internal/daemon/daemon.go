@@ -61,8 +61,13 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	if d.store, err = store.Open(ctx, cfg.DatabasePath(), store.Options{Sync: cfg.Database.Sync}, log.With("component", "store")); err != nil {
 		return nil, err
 	}
-	drivers := levels.Registry(cfg, log)
+	network, err := levels.Network(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	drivers := levels.Registry(cfg, network, log)
 	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant}, drivers, d.store, log.With("component", "manager"))
+	network.SetSink(d.m.NetworkEvent)
 	if err := d.m.Recover(ctx); err != nil {
 		return nil, err
 	}

@@ -103,6 +103,12 @@ type FileRooter interface {
 	FileRoot() (root *os.File, uid, gid int, err error)
 }
 
+// Networker is a sandbox whose network policy can change while it runs (PUT .../network). The
+// new policy is in force for every connection attempt after UpdateNetwork returns.
+type Networker interface {
+	UpdateNetwork(ctx context.Context, n sandbox.Network) error
+}
+
 // Reclaimer is a level that can release what is left of one sandbox whose driver object is gone,
 // e.g. after the daemon was killed: its cgroup, state files, network namespace.
 type Reclaimer interface {

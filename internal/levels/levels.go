@@ -9,11 +9,24 @@ import (
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 )
 
-// Registry probes the host and returns every compiled-in level.
-func Registry(cfg config.Config, log *slog.Logger) *driver.Registry {
+// Registry probes the host and returns every compiled-in level, attached to the network service
+// (nil: only egress "none" is offered).
+func Registry(cfg config.Config, network *egress.Service, log *slog.Logger) *driver.Registry {
 	r := driver.NewRegistry()
-	r.Register(process.New(cfg.ProcessDriver(), log.With("level", "process")))
+	p := cfg.ProcessDriver()
+	p.Network = network
+	r.Register(process.New(p, log.With("level", "process")))
 	return r
+}
+
+// Network returns the network service of cfg (validated already by cfg.Validate).
+func Network(cfg config.Config, log *slog.Logger) (*egress.Service, error) {
+	ec, err := cfg.Egress()
+	if err != nil {
+		return nil, err
+	}
+	return egress.New(ec, log.With("component", "network"))
 }

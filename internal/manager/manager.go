@@ -60,6 +60,8 @@ type Manager struct {
 	// late reader the last output; oldest first.
 	ended []*box
 
+	events *eventLog
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -81,17 +83,23 @@ type box struct {
 	reason     string
 	updatedAt  time.Time
 	lastActive time.Time
-	busy       int            // execs, file operations and interactive sessions in flight
-	sb         driver.Sandbox // nil until ready and after release
+	busy       int                 // execs, file operations and interactive sessions in flight
+	running    map[string]struct{} // IDs of the execs running now, for network events
+	sb         driver.Sandbox      // nil until ready and after release
 }
 
 // New returns a manager over the given drivers and store, and starts its timekeeper. Call
 // Recover before serving requests and Close at the end.
 func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
 	cfg.setDefaults()
-	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{})}
-	m.wg.Add(1)
+	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{}),
+		events: newEventLog(st, log)}
+	m.wg.Add(2)
 	go m.tick()
+	go func() {
+		defer m.wg.Done()
+		m.events.run(m.stop)
+	}()
 	return m
 }
 
@@ -246,17 +254,17 @@ func expiresAt(spec api.Spec, created time.Time) time.Time {
 // recordView is a stored sandbox as the API shows it. The store is never behind memory: a
 // transition is recorded before it counts.
 func (m *Manager) recordView(r store.Sandbox) api.Sandbox {
-	return api.Sandbox{
+	return redact(api.Sandbox{
 		ID: r.ID, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: expiresAt(r.Spec, r.CreatedAt), Spec: r.Spec, Endpoints: endpoints(r.ID),
-	}
+	})
 }
 
 func (b *box) viewLocked() api.Sandbox {
-	return api.Sandbox{
+	return redact(api.Sandbox{
 		ID: b.id, Status: b.status, Reason: b.reason, CreatedAt: b.createdAt, UpdatedAt: b.updatedAt,
 		ExpiresAt: b.expiresAt, Spec: b.spec, Endpoints: endpoints(b.id),
-	}
+	})
 }
 
 func endpoints(id string) api.Endpoints {
@@ -550,4 +558,5 @@ func (m *Manager) Close() {
 	}
 	wg.Wait()
 	m.wg.Wait()
+	m.events.flush() // what the last teardowns reported
 }

@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -35,3 +36,22 @@ type Event struct {
 
 // Sink receives events. It must not block for long: the proxy and the DNS server call it inline.
 type Sink func(Event)
+
+// String renders the decision for people: "tls evil.test:443 denied (not_in_allowlist)".
+func (e Event) String() string {
+	verdict := "denied"
+	if e.Allow {
+		verdict = "allowed"
+	}
+	target := e.Name
+	if target == "" && e.Addr.IsValid() {
+		target = e.Addr.String()
+	}
+	if e.Kind == KindDNS {
+		return fmt.Sprintf("dns %s %s %s (%s)", e.QType, target, verdict, e.Rule)
+	}
+	if e.Port != 0 {
+		target = fmt.Sprintf("%s:%d", target, e.Port)
+	}
+	return fmt.Sprintf("%s %s %s (%s)", e.Proto, target, verdict, e.Rule)
+}

@@ -79,7 +79,16 @@ type pattern struct {
 var DefaultPorts = []int{80, 443}
 
 // Compile checks n (already defaulted) and returns its policy. Errors are *errdefs.FieldError.
-func Compile(n api.Network, o Options) (*Policy, error) {
+func Compile(n api.Network, o Options) (*Policy, error) { return compile(n, o, false) }
+
+// Check checks n's syntax without the operator's configuration: a credential's secret is not
+// looked up (Compile does that, where the configuration is).
+func Check(n api.Network) error {
+	_, err := compile(n, Options{}, true)
+	return err
+}
+
+func compile(n api.Network, o Options, lax bool) (*Policy, error) {
 	p := &Policy{Egress: n.EgressPolicy, BlockLocal: n.BlockLocalNetwork == nil || *n.BlockLocalNetwork, trusted: map[string][]netip.Addr{}}
 	switch p.Egress {
 	case api.EgressNone, api.EgressRestricted, api.EgressOpen:
@@ -94,7 +103,9 @@ func Compile(n api.Network, o Options) (*Policy, error) {
 		p.domains = append(p.domains, pt)
 	}
 	for name, addrs := range o.Trusted {
-		p.trusted[canonical(name)] = addrs
+		for _, a := range addrs {
+			p.trusted[canonical(name)] = append(p.trusted[canonical(name)], a.Unmap())
+		}
 	}
 	for i, c := range n.Credentials {
 		field := fmt.Sprintf("network.credentials[%d]", i)
@@ -109,6 +120,8 @@ func Compile(n api.Network, o Options) (*Policy, error) {
 		switch {
 		case c.Value != "" && c.Secret != "":
 			return nil, errdefs.Invalid(field, "set value or secret, not both")
+		case c.Secret != "" && lax:
+			v = "-"
 		case c.Secret != "":
 			s, ok := o.Secrets[c.Secret]
 			if !ok {
@@ -243,10 +256,14 @@ func (p *Policy) Addr(name string, a netip.Addr) Decision {
 		return deny(RuleIPv6, "%s is IPv6; sandboxes reach the network over IPv4 only", a)
 	}
 	if c != ClassPublic && (p.BlockLocal || c != ClassPrivate) {
-		if name != "" {
-			return deny(RuleLocal, "%s resolved to %s (%s), which blockLocalNetwork forbids", name, a, c)
+		why := "which blockLocalNetwork forbids"
+		if !p.BlockLocal {
+			why = "which no sandbox may reach (blockLocalNetwork false opens private ranges only)"
 		}
-		return deny(RuleLocal, "%s is a %s address, which blockLocalNetwork forbids", a, c)
+		if name != "" {
+			return deny(RuleLocal, "%s resolved to %s (%s), %s", name, a, c, why)
+		}
+		return deny(RuleLocal, "%s is a %s address, %s", a, c, why)
 	}
 	return allow(p.allowRule(), "%s is allowed", a)
 }
@@ -317,7 +334,9 @@ var classes = []struct {
 
 // Classify returns the class of a (IPv4-mapped addresses are classed as IPv4).
 func Classify(a netip.Addr) string {
-	a = a.Unmap()
+	// Without its zone: netip.Prefix.Contains is false for zoned addresses, which would make
+	// fe80::1%eth0 public.
+	a = a.Unmap().WithZone("")
 	if slices.Contains(MetadataAddrs, a) {
 		return ClassMetadata
 	}

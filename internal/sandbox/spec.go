@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
 // Isolation levels of SPEC §1.
@@ -155,6 +156,9 @@ func Validate(s *Spec) error {
 	case EgressNone, EgressRestricted, EgressOpen:
 	default:
 		return errdefs.Invalid("network.egressPolicy", "must be none, restricted or open (got %q)", s.Network.EgressPolicy)
+	}
+	if err := netpolicy.Check(s.Network); err != nil {
+		return err
 	}
 	for k, v := range s.Environment {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {

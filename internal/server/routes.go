@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/manager"
+	"github.com/airlockrun/airlock/internal/store"
 )
 
 // opDoc documents a route for the OpenAPI document.
@@ -52,6 +53,13 @@ func routes() []route {
 			{"follow", "boolean", "keep streaming until the sandbox ends"},
 			{"since", "integer", "only entries with a greater seq"},
 		}}},
+		{"GET", sbx + "/events", false, events, opDoc{summary: "The sandbox's recorded events, oldest first, a page at a time", resp: api.EventPage{}, query: []param{
+			{"type", "string", "keep events whose type starts with this, e.g. network. or network.connect"},
+			{"executionId", "string", "keep events of this exec"},
+			{"after", "integer", "the cursor: only events after it (the previous page's next)"},
+			{"limit", "integer", "at most this many (default 1000)"},
+		}}},
+		{"PUT", sbx + "/network", false, updateNetwork, opDoc{summary: "Change the network policy live; credentials sent without value or secret keep theirs", body: api.Network{}, resp: api.Sandbox{}}},
 		{"GET", sbx + "/metrics", false, metrics, opDoc{summary: "Current and recent CPU, memory, pids, disk and network counters", resp: api.Metrics{}}},
 
 		{"GET", sbx + "/files", false, downloadFile, opDoc{summary: "Download a file", rawResp: true, query: pathQ}},
@@ -94,6 +102,33 @@ func listSandboxes(s *Server, w http.ResponseWriter, r *http.Request) (any, erro
 		o.Metadata[k] = v
 	}
 	return s.m.List(r.Context(), o)
+}
+
+func updateNetwork(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	var n api.Network
+	if err := decode(w, r, s.cfg.MaxBodyBytes, &n); err != nil {
+		return nil, err
+	}
+	return s.m.UpdateNetwork(syncCtx(r), r.PathValue("id"), n)
+}
+
+func events(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	f := store.EventFilter{TypePrefix: q.Get("type"), ExecutionID: q.Get("executionId")}
+	var err error
+	if f.After, err = intParam(q, "after"); err != nil {
+		return nil, err
+	}
+	limit, err := intParam(q, "limit")
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = int(limit)
+	evs, next, err := s.m.Events(r.Context(), r.PathValue("id"), f)
+	if err != nil {
+		return nil, err
+	}
+	return api.EventPage{Events: evs, Next: next}, nil
 }
 
 func getSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

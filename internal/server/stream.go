@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,11 +143,9 @@ func logs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var since int64
-	if v := r.URL.Query().Get("since"); v != "" {
-		if since, err = strconv.ParseInt(v, 10, 64); err != nil || since < 0 {
-			return nil, errdefs.Invalid("since", "must be a non-negative integer (got %q)", v)
-		}
+	since, err := intParam(r.URL.Query(), "since")
+	if err != nil {
+		return nil, err
 	}
 	if _, err := s.m.Get(r.Context(), id); err != nil {
 		return nil, err
@@ -234,4 +233,17 @@ func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string,
 	})
 	c.Close(websocket.CloseNormal, "end of log")
 	return nil, written
+}
+
+// intParam reads an optional non-negative integer query parameter (0 when absent).
+func intParam(q url.Values, name string) (int64, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errdefs.Invalid(name, "must be a non-negative integer (got %q)", v)
+	}
+	return n, nil
 }

@@ -64,6 +64,20 @@ CREATE TABLE execs (
 CREATE INDEX execs_sandbox ON execs(sandbox_id, started_at);
 CREATE INDEX execs_running ON execs(status) WHERE status = 'running';
 `,
+	// 2: sandbox events (network decisions first; the audit log builds on it).
+	`
+CREATE TABLE events (
+	seq          INTEGER PRIMARY KEY,
+	id           TEXT NOT NULL UNIQUE,
+	tenant       TEXT NOT NULL,
+	sandbox_id   TEXT NOT NULL,
+	execution_id TEXT NOT NULL,
+	type         TEXT NOT NULL,
+	at           INTEGER NOT NULL,
+	body         TEXT NOT NULL -- api.Event as JSON
+);
+CREATE INDEX events_sandbox ON events(sandbox_id, seq);
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

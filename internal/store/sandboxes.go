@@ -134,12 +134,17 @@ func (s *Store) SetHost(ctx context.Context, id string, host json.RawMessage) er
 	if len(host) > 0 && !json.Valid(host) {
 		return errdefs.Invalid("host", "not valid JSON")
 	}
-	res, err := s.write.ExecContext(ctx, `UPDATE sandboxes SET host = ? WHERE id = ?`, nullJSON(host), id)
+	return s.update(ctx, id, "set host", `UPDATE sandboxes SET host = ? WHERE id = ?`, nullJSON(host), id)
+}
+
+// update runs a one-row UPDATE of sandbox id; no such row is ErrNotFound.
+func (s *Store) update(ctx context.Context, id, what, q string, args ...any) error {
+	res, err := s.write.ExecContext(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("sandbox %q: set host: %w", id, err)
+		return fmt.Errorf("sandbox %q: %s: %w", id, what, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sandbox %q: set host: %w", id, err)
+		return fmt.Errorf("sandbox %q: %s: %w", id, what, err)
 	} else if n == 0 {
 		return fmt.Errorf("sandbox %q: %w", id, errdefs.ErrNotFound)
 	}

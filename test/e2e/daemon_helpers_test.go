@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
@@ -24,6 +28,7 @@ type daemon struct {
 	t       *testing.T
 	dataDir string
 	flags   []string // the extra flags it was started with
+	netns   string   // the network namespace it runs in ("" for the test's own)
 	cmd     *exec.Cmd
 	url     string
 	exited  chan struct{}
@@ -36,9 +41,20 @@ type daemon struct {
 // waits until it answers. It is stopped (SIGTERM) at the end of the test unless already gone.
 func startDaemon(t *testing.T, dataDir string, flags ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, dataDir: dataDir, flags: flags, exited: make(chan struct{})}
+	return startDaemonIn(t, "", dataDir, flags...)
+}
+
+// startDaemonIn is startDaemon inside the network namespace at netns (a path such as
+// /proc/PID/ns/net or /run/netns/NAME), entered with nsenter so that only the network changes;
+// its clients dial from inside that namespace.
+func startDaemonIn(t *testing.T, netns, dataDir string, flags ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dataDir: dataDir, flags: flags, netns: netns, exited: make(chan struct{})}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)
 	d.cmd = exec.Command(airlockBin, args...)
+	if netns != "" {
+		d.cmd = exec.Command("nsenter", append([]string{"--net=" + netns, "--", airlockBin}, args...)...)
+	}
 	d.cmd.Env = append(append([]string{}, runEnv...), "AIRLOCK_LOG=info")
 	pr, pw := io.Pipe()
 	d.cmd.Stderr = pw
@@ -119,6 +135,9 @@ func (d *daemon) kill9() {
 // client returns an SDK client with key.
 func (d *daemon) client(key string) *client.Client {
 	tr := &http.Transport{MaxIdleConnsPerHost: 200}
+	if d.netns != "" {
+		tr.DialContext = dialIn(d.netns)
+	}
 	d.t.Cleanup(tr.CloseIdleConnections) // no goroutine outlives the test
 	c, err := client.New(d.url, key, client.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
@@ -219,3 +238,53 @@ func clientErr(t *testing.T, err error) *client.Error {
 }
 
 func bg() context.Context { return context.Background() }
+
+// dialIn returns a dialer whose connections are made from inside the network namespace at
+// netns: a socket belongs to the namespace of the thread that created it.
+func dialIn(netns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := inNetns(netns, func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// inNetns runs fn on a thread inside the network namespace at path. A thread that cannot
+// return to the test's namespace is left locked, so it dies with its goroutine.
+func inNetns(path string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer self.Close()
+		ns, err := os.Open(path)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}

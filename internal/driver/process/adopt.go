@@ -34,6 +34,7 @@ type hostFacts struct {
 	Pid       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22: tells a reused pid apart
 	Socket    string `json:"socket"`
+	NetSlot   *int   `json:"netSlot,omitempty"` // the network pool slot, for networked sandboxes
 }
 
 // adoptSocket is where sandbox id's init listens for a new driver.
@@ -70,6 +71,9 @@ func (s *Sandbox) HostFacts() json.RawMessage {
 	f.StartTime, _ = procStartTime(s.pid)
 	if s.d.cfg.OrphanGrace > 0 {
 		f.Socket = s.d.adoptSocket(s.id)
+	}
+	if s.gw != nil {
+		f.NetSlot = &s.gw.Link.Slot
 	}
 	b, _ := json.Marshal(f)
 	return b
@@ -142,6 +146,16 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 		s.abandon()
 		return nil, err
 	}
+	if f.NetSlot != nil {
+		if d.cfg.Network == nil {
+			s.abandon()
+			return nil, fmt.Errorf("sandbox %s: networked, and this process has no network service", id)
+		}
+		if s.gw, err = d.cfg.Network.Adopt(id, f.Pid, *f.NetSlot, spec.Network); err != nil {
+			s.abandon()
+			return nil, fmt.Errorf("sandbox %s: network: %w", id, err)
+		}
+	}
 	frozen, _ := cg.Frozen()
 	s.paused = frozen
 	pong := make(chan *message, 1)
@@ -176,6 +190,9 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 // abandon lets go of a half-adopted sandbox without touching it: whoever tries next (or the
 // grace) decides its fate.
 func (s *Sandbox) abandon() {
+	if s.gw != nil {
+		s.gw.Release()
+	}
 	s.ctl.close()
 	if s.events != nil {
 		s.events.Close()

@@ -15,6 +15,9 @@ type initConfig struct {
 	// OrphanGraceMs, when set, says that fd 4 is a listening socket and how long init keeps the
 	// sandbox after its driver went away, for a restarted one to connect and adopt it.
 	OrphanGraceMs int64 `json:"orphanGraceMs,omitempty"`
+	// HostNet says init was started in a network namespace the host made and configured: init
+	// has no power over it (not even to bring up lo).
+	HostNet bool `json:"hostNet,omitempty"`
 }
 
 // rootPlan describes the sandbox's root filesystem.

@@ -26,6 +26,7 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
 )
@@ -46,6 +47,9 @@ type Config struct {
 	// one dies, its init keeps it this long for a new one to connect (Adopt), then ends it. Zero
 	// (the one-shot runner) ends a sandbox as soon as its maker is gone.
 	OrphanGrace time.Duration
+	// Network attaches sandboxes whose egress policy is not "none" (nil: only "none" is
+	// available). Its sandboxes are in a namespace owned by the host, with airlock's firewall.
+	Network *egress.Service
 }
 
 // DefaultConfig returns the defaults: cgroups under "airlock", ids from 2000000000.
@@ -73,9 +77,8 @@ type Driver struct {
 	filter     []byte        // the seccomp program every sandbox gets, 8 bytes per instruction
 	filterErr  error
 
-	etcOnce sync.Once // builds the host template's /etc once per process
-	etcDir  string
-	etcErr  error
+	etcMu   sync.Mutex        // guards etcDirs
+	etcDirs map[string]string // the host template's /etc by name server, built once per process
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -121,8 +124,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if !d.caps.Available {
 		return nil, fmt.Errorf("process level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
-	if spec.Network.EgressPolicy != sandbox.EgressNone {
-		return nil, errdefs.Unavailable("network.egressPolicy", "%q is not available in this version (only \"none\" is)", spec.Network.EgressPolicy)
+	networked := spec.Network.EgressPolicy != sandbox.EgressNone
+	if networked && d.cfg.Network == nil {
+		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
 	}
 	if spec.Image != "" {
 		return nil, errdefs.Unavailable("image", "OCI images are not available in this version (use a rootfs directory)")
@@ -131,13 +135,24 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if err != nil {
 		return nil, err
 	}
-	return d.start(ctx, id, spec, cfg)
+	var gw *egress.Gateway
+	if networked {
+		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
+			return nil, err
+		}
+		cfg.HostNet = true
+	}
+	s, err := d.start(ctx, id, spec, cfg, gw)
+	if err != nil && gw != nil {
+		gw.Close()
+	}
+	return s, err
 }
 
 // start launches init in new namespaces and sends it the plan. While init boots and builds the
 // root filesystem, the driver makes the cgroup and moves init into it (on cgroup v1 that move waits
 // for an RCU grace period, so the overlap matters); only then may init lock down and report ready.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig) (*Sandbox, error) {
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway) (*Sandbox, error) {
 	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
 	t0 := time.Now()
 	driverEnd, initEnd, err := socketPair()
@@ -183,14 +198,21 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	}
 	// Pdeathsig fires when the thread that started the child exits; keep it alive while starting.
 	runtime.LockOSThread()
-	err = cmd.Start()
+	if gw != nil {
+		// Born in the sandbox's network namespace, made and owned by the host: the sandbox's
+		// root has no power over its interfaces or firewall.
+		cmd.SysProcAttr.Cloneflags &^= unix.CLONE_NEWNET
+		err = gw.Link.Run(cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
 	runtime.UnlockOSThread()
 	if err != nil {
 		ctl.close()
 		return nil, setupErr(fmt.Errorf("start init: %w", err))
 	}
 	tStarted := time.Since(t0)
-	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid,
+	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid, gw: gw,
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
 	ready := make(chan *message, 1)

@@ -12,19 +12,32 @@ import (
 
 // etcTemplate returns a host directory holding the host template's /etc: the generated accounts
 // and name files plus copies of the few host entries programs need. It is built once per host
-// state (keyed by the entries' sizes and times) under StateDir and bound read-only into every
-// sandbox: one mount instead of one per file.
-func (d *Driver) etcTemplate() (string, error) {
-	d.etcOnce.Do(func() { d.etcDir, d.etcErr = d.buildEtc() })
-	return d.etcDir, d.etcErr
+// state (keyed by the entries' sizes and times) and name server (none, or the resolver of
+// networked sandboxes) under StateDir and bound read-only into every sandbox: one mount instead
+// of one per file.
+func (d *Driver) etcTemplate(resolver string) (string, error) {
+	d.etcMu.Lock()
+	defer d.etcMu.Unlock()
+	if dir, ok := d.etcDirs[resolver]; ok {
+		return dir, nil
+	}
+	dir, err := d.buildEtc(resolver)
+	if err != nil {
+		return "", err
+	}
+	if d.etcDirs == nil {
+		d.etcDirs = map[string]string{}
+	}
+	d.etcDirs[resolver] = dir
+	return dir, nil
 }
 
 // etcFormat changes whenever the generated content changes, so old caches are not reused.
-const etcFormat = "etc-v1"
+const etcFormat = "etc-v2"
 
-func (d *Driver) buildEtc() (string, error) {
+func (d *Driver) buildEtc(resolver string) (string, error) {
 	h := sha256.New()
-	io.WriteString(h, etcFormat)
+	io.WriteString(h, etcFormat+"\n"+resolver+"\n")
 	for _, e := range d.host.etc {
 		if fi, err := os.Lstat("/etc/" + e); err == nil {
 			fmt.Fprintf(h, "%s %d %d %v\n", e, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
@@ -50,7 +63,7 @@ func (d *Driver) buildEtc() (string, error) {
 			return "", err
 		}
 	}
-	for _, f := range etcFiles(sandboxHostname, true) {
+	for _, f := range etcFiles(sandboxHostname, true, resolver) {
 		if err := os.WriteFile(filepath.Join(tmp, filepath.Base(f.Path)), []byte(f.Content), os.FileMode(f.Mode)); err != nil {
 			return "", err
 		}

@@ -189,6 +189,11 @@ func (s *Sandbox) env(req sandbox.ExecRequest) []string {
 	} else if t := os.Getenv("TERM"); t != "" && isTerminal(req.Stdout) {
 		kv["TERM"] = t
 	}
+	if s.gw != nil {
+		for k, v := range s.gw.Env() {
+			kv[k] = v
+		}
+	}
 	for k, v := range s.spec.Environment {
 		kv[k] = v
 	}

@@ -108,8 +108,10 @@ func setup(c *initConfig, fds []int) error {
 	if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
 		return fmt.Errorf("sethostname: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return err
+	if !c.HostNet {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
 	}
 	// syscall.Setrlimit (not unix.) so that the Go runtime hands this limit to children instead of
 	// restoring the soft limit it found at start.

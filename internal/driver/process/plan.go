@@ -89,9 +89,9 @@ func (d *Driver) plan(id string, spec sandbox.Spec) (*initConfig, error) {
 			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.Rootfs)
 		}
 		r.Lower = lower
-		r.Files = etcFiles(c.Hostname, false)
+		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
 	} else {
-		etc, err := d.etcTemplate()
+		etc, err := d.etcTemplate(d.resolver(spec))
 		if err != nil {
 			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
 		}
@@ -168,11 +168,15 @@ func landRules(c *initConfig, spec sandbox.Spec) []landRule {
 
 // etcFiles generates the sandbox's /etc: accounts for root and agent only, and name resolution
 // for the sandbox's own names. With a directory rootfs the image keeps its accounts.
-func etcFiles(host string, accounts bool) []plainFile {
+func etcFiles(host string, accounts bool, resolver string) []plainFile {
+	resolv := "# airlock: egress policy none, no name server\n"
+	if resolver != "" {
+		resolv = "# airlock answers every query of this sandbox, by its network policy\nnameserver " + resolver + "\noptions ndots:1 timeout:2 attempts:2\n"
+	}
 	files := []plainFile{
 		{Path: "/etc/hostname", Content: host + "\n", Mode: 0o644},
 		{Path: "/etc/hosts", Mode: 0o644, Content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
-		{Path: "/etc/resolv.conf", Mode: 0o644, Content: "# airlock: egress policy none, no name server\n"},
+		{Path: "/etc/resolv.conf", Mode: 0o644, Content: resolv},
 	}
 	if accounts {
 		files = append(files,
@@ -183,4 +187,12 @@ func etcFiles(host string, accounts bool) []plainFile {
 		)
 	}
 	return files
+}
+
+// resolver is the name server a sandbox's resolv.conf names: none for egress "none".
+func (d *Driver) resolver(spec sandbox.Spec) string {
+	if spec.Network.EgressPolicy == sandbox.EgressNone || d.cfg.Network == nil {
+		return ""
+	}
+	return d.cfg.Network.Resolver().String()
 }

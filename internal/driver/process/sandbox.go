@@ -14,6 +14,7 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -30,6 +31,7 @@ type Sandbox struct {
 	events  *cgroups.EventReader // the cgroup's limit-event counters, sampled around every exec
 	pid     int                  // init's pid on the host
 	created time.Time
+	gw      *egress.Gateway // the sandbox's network; nil for egress "none" (loopback only)
 
 	mu      sync.Mutex // guards waiters, and delivery to them (see readLoop)
 	waiters map[string]chan *message
@@ -51,6 +53,7 @@ var (
 	_ driver.Pauser     = (*Sandbox)(nil)
 	_ driver.Statser    = (*Sandbox)(nil)
 	_ driver.FileRooter = (*Sandbox)(nil)
+	_ driver.Networker  = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -267,9 +270,21 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		if s.cg != nil { // nil when Create failed before making it
 			s.destroyErr = s.cg.Destroy(ctx)
 		}
+		if s.gw != nil {
+			s.destroyErr = errors.Join(s.destroyErr, s.gw.Close())
+		}
 		if s.d.cfg.OrphanGrace > 0 {
 			os.Remove(s.d.adoptSocket(s.id))
 		}
 	})
 	return s.destroyErr
+}
+
+// UpdateNetwork implements driver.Networker: the new policy is in force when it returns. A
+// sandbox made with egress "none" has no network to change.
+func (s *Sandbox) UpdateNetwork(ctx context.Context, n sandbox.Network) error {
+	if s.gw == nil {
+		return fmt.Errorf("sandbox %s was created with egressPolicy none and has no network to change; create it with egressPolicy restricted (an empty allowlist reaches nothing) to change its policy later: %w", s.id, errdefs.ErrConflict)
+	}
+	return s.gw.Update(n)
 }

@@ -315,3 +315,33 @@ func BenchmarkCreate(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+func TestOriginalDst(t *testing.T) {
+	p := needRoot(t)
+	l := newLink(t, p, Config{Rules: Rules{Egress: api.EgressOpen, Ports: DefaultPorts}})
+	ln, err := net.Listen("tcp", net.JoinHostPort(l.Gateway.String(), strconv.Itoa(int(DefaultPorts.TCP))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan netip.AddrPort, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		d, err := l.OriginalDst(c.RemoteAddr().(*net.TCPAddr).AddrPort())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	// Redirected inside the namespace: nothing is sent to 203.0.113.77.
+	if err := inside(l, "tcp", "203.0.113.77:8765", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-got; d.String() != "203.0.113.77:8765" {
+		t.Fatalf("original destination %s", d)
+	}
+}

@@ -1,0 +1,163 @@
+package manager
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/store"
+)
+
+// NetworkEvent records one decision of a sandbox's egress proxy or DNS server (the network
+// service's sink): in the sandbox's log stream at once, in the store by the event writer. The
+// execution is the one running in the sandbox when the decision was made; with several running
+// at once the event names them all instead.
+func (m *Manager) NetworkEvent(id string, ev netpolicy.Event) {
+	m.mu.Lock()
+	b, ok := m.boxes[id]
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	e := api.Event{ID: sandbox.NewID("evt_"), Type: "network." + ev.Kind, Time: ev.Time.UTC(), SandboxID: id,
+		Message: ev.String(), Data: netData(ev)}
+	b.mu.Lock()
+	switch len(b.running) {
+	case 0:
+	case 1:
+		for x := range b.running {
+			e.ExecutionID = x
+		}
+	default:
+		ids := make([]string, 0, len(b.running))
+		for x := range b.running {
+			ids = append(ids, x)
+		}
+		slices.Sort(ids)
+		e.Data["runningExecutions"] = ids
+	}
+	b.mu.Unlock()
+	b.logs.add(api.LogEntry{Stream: api.StreamEvent, ExecutionID: e.ExecutionID, Event: &e})
+	m.events.add(store.TenantEvent{Tenant: b.tenant, Event: e})
+}
+
+func netData(ev netpolicy.Event) map[string]any {
+	d := map[string]any{"proto": ev.Proto, "decision": "deny", "rule": ev.Rule, "reason": ev.Reason}
+	if ev.Allow {
+		d["decision"] = "allow"
+	}
+	if ev.Name != "" {
+		d["name"] = ev.Name
+	}
+	if ev.Addr.IsValid() {
+		d["address"] = ev.Addr.String()
+	}
+	if ev.Port != 0 {
+		d["port"] = ev.Port
+	}
+	if ev.QType != "" {
+		d["qtype"] = ev.QType
+	}
+	if len(ev.Answers) > 0 {
+		a := make([]string, len(ev.Answers))
+		for i, x := range ev.Answers {
+			a[i] = x.String()
+		}
+		d["answers"] = a
+	}
+	if ev.Kind == netpolicy.KindConnect {
+		d["bytesOut"], d["bytesIn"] = ev.BytesOut, ev.BytesIn
+	}
+	if ev.Credential != "" {
+		d["credentialHeader"] = ev.Credential
+	}
+	return d
+}
+
+// UpdateNetwork changes a live sandbox's network policy. Credentials given without value or
+// secret keep the value they had (responses never show values, so a client can send back what
+// it read). The new policy is recorded, then in force, before it returns.
+func (m *Manager) UpdateNetwork(ctx context.Context, id string, n api.Network) (api.Sandbox, error) {
+	b, err := m.live(ctx, id, "change the network policy of")
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	sb, err := m.begin(ctx, b, "change the network policy of", false)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	defer m.done(b)
+	nw, ok := sb.(driver.Networker)
+	if !ok {
+		return api.Sandbox{}, errdefs.Unavailable("network", "the %s level cannot change a sandbox's network policy live", b.spec.Isolation)
+	}
+	b.mu.Lock()
+	spec := b.spec
+	b.mu.Unlock()
+	for i, c := range n.Credentials {
+		if c.Value == "" && c.Secret == "" {
+			for _, old := range spec.Network.Credentials {
+				if old.Host == c.Host && old.Header == c.Header {
+					n.Credentials[i] = old
+				}
+			}
+		}
+	}
+	spec.Network = n
+	sandbox.SetDefaults(&spec)
+	if err := sandbox.Validate(&spec); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := nw.UpdateNetwork(ctx, spec.Network); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := m.store.SetSpec(context.WithoutCancel(ctx), id, spec); err != nil {
+		return api.Sandbox{}, err
+	}
+	b.mu.Lock()
+	b.spec = spec
+	v := b.viewLocked()
+	b.mu.Unlock()
+	e := api.Event{ID: sandbox.NewID("evt_"), Type: api.EventNetworkPolicy, Time: time.Now().UTC(), SandboxID: id,
+		Message: "network policy changed to " + spec.Network.EgressPolicy,
+		Data:    map[string]any{"egressPolicy": spec.Network.EgressPolicy, "allowedDomains": spec.Network.AllowedDomains}}
+	b.logs.add(api.LogEntry{Stream: api.StreamEvent, Event: &e})
+	m.events.add(store.TenantEvent{Tenant: b.tenant, Event: e})
+	return v, nil
+}
+
+// Events returns a sandbox's recorded events after the cursor, filtered by type prefix.
+func (m *Manager) Events(ctx context.Context, id string, f store.EventFilter) ([]api.Event, int64, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return nil, 0, err
+	}
+	m.events.flush()
+	f.SandboxID = id
+	evs, seqs, err := m.store.Events(ctx, f)
+	next := f.After
+	if len(seqs) > 0 {
+		next = seqs[len(seqs)-1]
+	}
+	if evs == nil {
+		evs = []api.Event{}
+	}
+	return evs, next, err
+}
+
+// redact removes credential values from a sandbox as the API shows it.
+func redact(v api.Sandbox) api.Sandbox {
+	if len(v.Spec.Network.Credentials) == 0 {
+		return v
+	}
+	cs := slices.Clone(v.Spec.Network.Credentials)
+	for i := range cs {
+		cs[i].Value = ""
+	}
+	v.Spec.Network.Credentials = cs
+	return v
+}
