@@ -95,7 +95,7 @@ func explicitZero(fs *flag.FlagSet) error {
 // defaults.
 type specFlags struct {
 	envs, ro, rw, allow, block, creds listFlag
-	allowLocal                         bool
+	allowLocal                        bool
 }
 
 func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {

@@ -211,4 +211,3 @@ func describe(err error) string {
 	}
 	return err.Error()
 }
-

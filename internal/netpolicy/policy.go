@@ -54,6 +54,9 @@ type Options struct {
 	Trusted map[string][]netip.Addr
 	// Secrets are the values a Credential may name instead of carrying its own.
 	Secrets map[string]string
+	// IsHostAddr reports whether an address is one of airlock's host's own: those are never
+	// reachable (its services, the daemon's API), whatever blockLocalNetwork says.
+	IsHostAddr func(netip.Addr) bool
 }
 
 // Header is one header to add to a request.
@@ -66,6 +69,7 @@ type Policy struct {
 	domains    []pattern
 	trusted    map[string][]netip.Addr
 	creds      map[string][]Header
+	isHost     func(netip.Addr) bool
 }
 
 type pattern struct {
@@ -89,7 +93,8 @@ func Check(n api.Network) error {
 }
 
 func compile(n api.Network, o Options, lax bool) (*Policy, error) {
-	p := &Policy{Egress: n.EgressPolicy, BlockLocal: n.BlockLocalNetwork == nil || *n.BlockLocalNetwork, trusted: map[string][]netip.Addr{}}
+	p := &Policy{Egress: n.EgressPolicy, BlockLocal: n.BlockLocalNetwork == nil || *n.BlockLocalNetwork,
+		trusted: map[string][]netip.Addr{}, isHost: o.IsHostAddr}
 	switch p.Egress {
 	case api.EgressNone, api.EgressRestricted, api.EgressOpen:
 	default:
@@ -251,6 +256,9 @@ func (p *Policy) Addr(name string, a netip.Addr) Decision {
 	}
 	if name != "" && slices.Contains(p.trusted[canonical(name)], a) {
 		return allow(RuleTrusted, "%s is the operator's trusted address for %s", a, name)
+	}
+	if p.isHost != nil && p.isHost(a) {
+		return deny(RuleLocal, "%s is an address of airlock's host, never reachable from a sandbox", a)
 	}
 	if a.Is6() {
 		return deny(RuleIPv6, "%s is IPv6; sandboxes reach the network over IPv4 only", a)

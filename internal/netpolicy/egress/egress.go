@@ -96,7 +96,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	return &Service{
 		pool:     pool,
-		opts:     netpolicy.Options{Trusted: cfg.Trusted, Secrets: cfg.Secrets},
+		opts:     netpolicy.Options{Trusted: cfg.Trusted, Secrets: cfg.Secrets, IsHostAddr: (&hostAddrs{}).has},
 		resolver: res,
 		upstream: upstream,
 		dns:      &dns.Server{Resolver: res, Log: log},
@@ -294,4 +294,29 @@ func (g *Gateway) end(then func() error) error {
 		g.endErr = errors.Join(append(errs, then())...)
 	})
 	return g.endErr
+}
+
+// hostAddrs is the host's own addresses, re-read at most once a second.
+type hostAddrs struct {
+	mu  sync.Mutex // guards the fields below
+	at  time.Time
+	set map[netip.Addr]bool
+}
+
+func (h *hostAddrs) has(a netip.Addr) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.at) > time.Second {
+		h.at, h.set = time.Now(), map[netip.Addr]bool{}
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, x := range addrs {
+				if n, ok := x.(*net.IPNet); ok {
+					if ip, ok := netip.AddrFromSlice(n.IP); ok {
+						h.set[ip.Unmap()] = true
+					}
+				}
+			}
+		}
+	}
+	return h.set[a]
 }
