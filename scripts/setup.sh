@@ -10,6 +10,10 @@ command -v unshare >/dev/null || need+=(util-linux)   # benchmark peer
 command -v bwrap >/dev/null || need+=(bubblewrap)     # benchmark peer
 command -v setsid >/dev/null || need+=(util-linux)
 command -v ps >/dev/null || need+=(procps)
+command -v ip >/dev/null || need+=(iproute2)          # network tests build their own world; benchmark peer
+command -v tc >/dev/null || need+=(iproute2)
+command -v nsenter >/dev/null || need+=(util-linux)   # network tests run the daemon in a test namespace
+[ -x /usr/bin/curl ] || need+=(curl)                  # network tests run curl inside sandboxes
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
