@@ -24,6 +24,7 @@ func doctorCmd(e *env, args []string) int {
 	}
 	reg := levels.Registry(cfg, network, e.log)
 	caps := reg.Report()
+	netErr := network.Check()
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -49,6 +50,11 @@ func doctorCmd(e *env, args []string) int {
 		if c.Fix != "" && !c.Available {
 			fmt.Fprintf(e.stdout, "  fix: %s\n", c.Fix)
 		}
+	}
+	if netErr != nil {
+		fmt.Fprintf(e.stdout, "%-10s unavailable (egress none only): %v\n", "network", netErr)
+	} else {
+		fmt.Fprintf(e.stdout, "%-10s available: restricted and open egress (pool %s; namespace, veth, nftables, tbf all work)\n", "network", network.Pool())
 	}
 	return 0
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"testing"
 	"time"
+
+	"github.com/airlockrun/airlock/api"
 )
 
 func TestParseMiB(t *testing.T) {
@@ -35,6 +37,32 @@ func TestDurationFlag(t *testing.T) {
 		err := durationFlag{&d}.Set(c.in)
 		if (err == nil) != c.ok || (c.ok && d != c.want) {
 			t.Errorf("duration %q = %v, %v; want %v ok=%v", c.in, d, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestCredentialFlags(t *testing.T) {
+	t.Setenv("AIRLOCK_TEST_AUTH", "Bearer sk-test")
+	for _, c := range []struct {
+		in      string
+		want    api.Credential
+		wantErr bool
+	}{
+		{in: "api.a.com:Authorization:secret=openai", want: api.Credential{Host: "api.a.com", Header: "Authorization", Secret: "openai"}},
+		{in: "api.a.com:Authorization:env=AIRLOCK_TEST_AUTH", want: api.Credential{Host: "api.a.com", Header: "Authorization", Value: "Bearer sk-test"}},
+		{in: "api.a.com:Authorization:env=AIRLOCK_TEST_UNSET", wantErr: true},
+		{in: "api.a.com:Authorization:value=sk-plain", wantErr: true}, // never on the command line
+		{in: "api.a.com:Authorization", wantErr: true},
+		{in: ":Authorization:secret=x", wantErr: true},
+	} {
+		f := specFlags{creds: listFlag{c.in}}
+		got, err := f.credentials()
+		if (err != nil) != c.wantErr {
+			t.Errorf("%q: error %v, want error %v", c.in, err, c.wantErr)
+			continue
+		}
+		if !c.wantErr && (len(got) != 1 || got[0] != c.want) {
+			t.Errorf("%q: %+v, want %+v", c.in, got, c.want)
 		}
 	}
 }

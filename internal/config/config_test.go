@@ -28,6 +28,11 @@ func TestLoad(t *testing.T) {
 		{"listen without port", `{"listen":"127.0.0.1"}`, "HOST:PORT"},
 		{"bad sync mode", `{"database":{"sync":"sometimes"}}`, "database.sync"},
 		{"zero quota", `{"limits":{"maxSandboxesPerTenant":-1}}`, "maxSandboxesPerTenant"},
+		{"network section", `{"network":{"pool":"10.50.0.0/20","resolvers":["192.0.2.53:53"],"trustedHosts":{"llm.internal":"10.1.2.3,10.1.2.4"},"secrets":{"k":"v"}}}`, ""},
+		{"bad pool", `{"network":{"pool":"10.50.0.0"}}`, "network.pool"},
+		{"resolver without port", `{"network":{"resolvers":["192.0.2.53"]}}`, "network.resolvers[0]"},
+		{"trusted host not an address", `{"network":{"trustedHosts":{"llm.internal":"llm.corp"}}}`, "trustedHosts[llm.internal]"},
+		{"secret from an unset variable", `{"network":{"secrets":{"k":"env:AIRLOCK_TEST_NOT_SET"}}}`, "AIRLOCK_TEST_NOT_SET"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
@@ -54,5 +59,19 @@ func TestProcessDriverConfig(t *testing.T) {
 	c.DataDir = "/srv/airlock"
 	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock" || p.UIDBase != 2_000_000_000 {
 		t.Fatalf("%+v", p)
+	}
+}
+
+func TestEgressConfig(t *testing.T) {
+	t.Setenv("AIRLOCK_TEST_SECRET", "s3cret")
+	c := Default()
+	c.Network = NetworkConfig{Pool: "10.50.0.0/20", TrustedHosts: map[string]string{"llm.internal": "10.1.2.3, 10.1.2.4"},
+		Secrets: map[string]string{"a": "env:AIRLOCK_TEST_SECRET", "b": "literal"}}
+	e, err := c.Egress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Pool.String() != "10.50.0.0/20" || len(e.Trusted["llm.internal"]) != 2 || e.Secrets["a"] != "s3cret" || e.Secrets["b"] != "literal" {
+		t.Fatalf("%+v", e)
 	}
 }

@@ -49,6 +49,7 @@ type (
 	Spec       = api.Spec
 	Resources  = api.Resources
 	Network    = api.Network
+	Credential = api.Credential
 	Filesystem = api.Filesystem
 	Timeout    = api.Timeout
 )

@@ -52,6 +52,21 @@ func TestValidate(t *testing.T) {
 		{"relative workdir", func(s *Spec) { s.Workdir = "work" }, "workdir"},
 		{"workdir with ..", func(s *Spec) { s.Workdir = "/workspace/../etc" }, "workdir"},
 		{"bad policy", func(s *Spec) { s.Network.EgressPolicy = "some" }, "network.egressPolicy"},
+		{"allowlist entry with a path", func(s *Spec) { s.Network.AllowedDomains = []string{"a.com", "a.com/x"} }, "network.allowedDomains[1]"},
+		{"allowlist IP literal", func(s *Spec) { s.Network.AllowedDomains = []string{"10.0.0.1"} }, "network.allowedDomains[0]"},
+		{"allowlist wildcard inside", func(s *Spec) { s.Network.AllowedDomains = []string{"a.*.com"} }, "network.allowedDomains[0]"},
+		{"good allowlist", func(s *Spec) {
+			s.Network = Network{EgressPolicy: EgressRestricted, AllowedDomains: []string{"a.com", "*.b.com", "c.com:8443"}}
+		}, ""},
+		{"credential without value", func(s *Spec) {
+			s.Network.Credentials = []Credential{{Host: "api.a.com", Header: "Authorization"}}
+		}, "network.credentials[0]"},
+		{"credential header injection", func(s *Spec) {
+			s.Network.Credentials = []Credential{{Host: "api.a.com", Header: "X-Key", Value: "k\r\nEvil: 1"}}
+		}, "network.credentials[0].value"},
+		{"credential naming a secret", func(s *Spec) {
+			s.Network.Credentials = []Credential{{Host: "api.a.com", Header: "Authorization", Secret: "openai"}}
+		}, ""},
 		{"env name with =", func(s *Spec) { s.Environment = map[string]string{"A=B": "c"} }, "environment"},
 		{"relative ro mount", func(s *Spec) { s.Filesystem.ReadOnly = []string{"data"} }, "filesystem.readOnly[0]"},
 		{"rw mount over root", func(s *Spec) { s.Filesystem.ReadWrite = []string{"/srv:/"} }, "filesystem.readWrite[0]"},

@@ -127,7 +127,8 @@ func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	c := api.Capabilities{Version: s.cfg.Version, Features: map[string]bool{
 		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
-		"metrics": true, "pauseResume": true, "snapshots": false, "networkPolicy": false, "webhooks": false,
+		"metrics": true, "pauseResume": true, "snapshots": false, "networkPolicy": true, "liveNetworkPolicy": true,
+		"networkCredentials": true, "events": true, "webhooks": false,
 	}}
 	for _, dc := range s.drivers.Report() {
 		c.Levels = append(c.Levels, api.LevelCapability{Level: dc.Level, Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})

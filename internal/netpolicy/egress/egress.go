@@ -121,6 +121,19 @@ func resolver(servers []string) (*net.Resolver, error) {
 	}}, nil
 }
 
+// Check makes and removes one sandbox network (namespace, veth, firewall, shaping), to tell
+// whether this host can give sandboxes a network at all (airlock doctor).
+func (s *Service) Check() error {
+	l, err := s.pool.Create(netns.Config{Rules: netns.Rules{Egress: api.EgressRestricted, Ports: netns.DefaultPorts}, Mbps: 100})
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// Pool is the prefix sandbox networks are taken from.
+func (s *Service) Pool() netip.Prefix { return s.pool.Prefix() }
+
 // SetSink directs every decision to fn (the daemon records them as the sandbox's events).
 func (s *Service) SetSink(fn Sink) { s.sink.Store(&fn) }
 
