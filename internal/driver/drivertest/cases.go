@@ -24,6 +24,7 @@ func Cases() []Case {
 		{"HostProcessesInvisible", testHostProcesses},
 		{"HostFilesInvisible", testHostFiles},
 		{"LoopbackOnly", testLoopbackOnly},
+		{"NetworkRestricted", testNetworkRestricted},
 		{"BlockedSyscalls", testBlockedSyscalls},
 		{"SetuidGrantsNothing", testSetuid},
 		{"MemoryBomb", testMemoryBomb},
@@ -194,6 +195,45 @@ except OSError as e: print("refused")'`, port))
 	// No route anywhere: the kernel has nowhere to send a packet (checked without sending one).
 	expect(t, Exec(t, sb, 10*time.Second, "tail -n +2 /proc/net/route | wc -l"), 0, "0")
 	expect(t, Exec(t, sb, 10*time.Second, "grep -vc ' lo$' /proc/net/ipv6_route"), 1, "0")
+}
+
+// testNetworkRestricted: a restricted sandbox with an allowlist reaches nothing else, and not
+// even its root can change that. Every packet here ends at airlock's own listeners on the
+// sandbox's gateway (the firewall redirects or rejects it inside the sandbox's namespace), so
+// nothing is sent to the TEST-NET address dialled.
+func testNetworkRestricted(t *testing.T, h *Harness) {
+	sb := h.New(t, sandbox.Spec{User: sandbox.UserRoot, Network: sandbox.Network{
+		EgressPolicy: sandbox.EgressRestricted, AllowedDomains: []string{"allowed.test"}}})
+	expect(t, Exec(t, sb, 10*time.Second, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"), 0, "eth0 lo")
+	res := Exec(t, sb, 20*time.Second, `python3 -c '
+import socket, time
+def attempt(what, fn):
+    t0 = time.monotonic()
+    try:
+        print(what, fn())
+    except OSError as e:
+        print(what, type(e).__name__)
+    if time.monotonic() - t0 > 3: print(what, "SLOW")
+def http(host):
+    s = socket.create_connection(("203.0.113.9", 80), timeout=5)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n")
+    return s.recv(200).split(b"\r\n")[0].decode()
+attempt("http-literal", lambda: http(b"203.0.113.9"))
+attempt("http-denied", lambda: http(b"evil.test"))
+attempt("ssh", lambda: socket.create_connection(("203.0.113.9", 22), timeout=5))
+attempt("dns-denied", lambda: socket.getaddrinfo("evil.test", 80))
+attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
+'`)
+	for _, want := range []string{"http-literal HTTP/1.1 403", "http-denied HTTP/1.1 403", "ssh ConnectionRefusedError",
+		"dns-denied gaierror", "raw PermissionError", "netlink PermissionError"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("want %q in:\n%s%s", want, res.Stdout, res.Stderr)
+		}
+	}
+	if strings.Contains(res.Stdout, "SLOW") {
+		t.Errorf("a refusal took more than 3 s (a hang instead of a clear answer):\n%s", res.Stdout)
+	}
 }
 
 func testBlockedSyscalls(t *testing.T, h *Harness) {

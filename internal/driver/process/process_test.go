@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -58,6 +60,11 @@ func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 			os.Remove(d)
 		}
 	})
+	network, err := egress.New(egress.Config{Pool: netip.MustParsePrefix("10.216.0.0/22")}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Network = network
 	if change != nil {
 		change(&cfg)
 	}
