@@ -55,17 +55,8 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 		return api.ExecResult{}, fmt.Errorf("record exec: %w", err)
 	}
 	b.logs.event(id, execID, api.EventExecStarted, strings.Join(req.Command, " "), map[string]any{"command": []string(req.Command)})
-	b.mu.Lock()
-	if b.running == nil {
-		b.running = map[string]struct{}{}
-	}
-	b.running[execID] = struct{}{}
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.running, execID)
-		b.mu.Unlock()
-	}()
+	b.execStarted(execID, started)
+	defer b.execEnded(execID)
 	if st.Started != nil {
 		st.Started(execID)
 	}

@@ -83,9 +83,9 @@ type box struct {
 	reason     string
 	updatedAt  time.Time
 	lastActive time.Time
-	busy       int                 // execs, file operations and interactive sessions in flight
-	running    map[string]struct{} // IDs of the execs running now, for network events
-	sb         driver.Sandbox      // nil until ready and after release
+	busy       int            // execs, file operations and interactive sessions in flight
+	execs      []execSpan     // the recent execs' times, to tell which one opened a connection
+	sb         driver.Sandbox // nil until ready and after release
 }
 
 // New returns a manager over the given drivers and store, and starts its timekeeper. Call

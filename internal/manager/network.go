@@ -15,8 +15,9 @@ import (
 
 // NetworkEvent records one decision of a sandbox's egress proxy or DNS server (the network
 // service's sink): in the sandbox's log stream at once, in the store by the event writer. The
-// execution is the one running in the sandbox when the decision was made; with several running
-// at once the event names them all instead.
+// execution is the one that was running in the sandbox when the connection or query began
+// (allowed connections are reported when they end, perhaps after their exec); with several
+// running then, the event names them all instead.
 func (m *Manager) NetworkEvent(id string, ev netpolicy.Event) {
 	m.mu.Lock()
 	b, ok := m.boxes[id]
@@ -26,22 +27,13 @@ func (m *Manager) NetworkEvent(id string, ev netpolicy.Event) {
 	}
 	e := api.Event{ID: sandbox.NewID("evt_"), Type: "network." + ev.Kind, Time: ev.Time.UTC(), SandboxID: id,
 		Message: ev.String(), Data: netData(ev)}
-	b.mu.Lock()
-	switch len(b.running) {
+	switch ids := b.execsAt(ev.Start); len(ids) {
 	case 0:
 	case 1:
-		for x := range b.running {
-			e.ExecutionID = x
-		}
+		e.ExecutionID = ids[0]
 	default:
-		ids := make([]string, 0, len(b.running))
-		for x := range b.running {
-			ids = append(ids, x)
-		}
-		slices.Sort(ids)
 		e.Data["runningExecutions"] = ids
 	}
-	b.mu.Unlock()
 	b.logs.add(api.LogEntry{Stream: api.StreamEvent, ExecutionID: e.ExecutionID, Event: &e})
 	m.events.add(store.TenantEvent{Tenant: b.tenant, Event: e})
 }
@@ -160,4 +152,48 @@ func redact(v api.Sandbox) api.Sandbox {
 	}
 	v.Spec.Network.Credentials = cs
 	return v
+}
+
+// execSpan is when an exec ran; end is zero while it runs.
+type execSpan struct {
+	id         string
+	start, end time.Time
+}
+
+// maxExecSpans bounds the exec history a sandbox keeps for attributing network events.
+const maxExecSpans = 256
+
+func (b *box) execStarted(id string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.execs) >= maxExecSpans {
+		// Drop the oldest finished one; running ones stay.
+		if i := slices.IndexFunc(b.execs, func(s execSpan) bool { return !s.end.IsZero() }); i >= 0 {
+			b.execs = slices.Delete(b.execs, i, i+1)
+		}
+	}
+	b.execs = append(b.execs, execSpan{id: id, start: at})
+}
+
+func (b *box) execEnded(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.execs {
+		if b.execs[i].id == id {
+			b.execs[i].end = time.Now()
+		}
+	}
+}
+
+// execsAt returns the IDs of the execs that were running at t.
+func (b *box) execsAt(t time.Time) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	for _, s := range b.execs {
+		if !t.Before(s.start) && (s.end.IsZero() || !t.After(s.end)) {
+			ids = append(ids, s.id)
+		}
+	}
+	return ids
 }

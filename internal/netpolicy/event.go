@@ -15,7 +15,8 @@ const (
 // Event is one decision of the egress proxy or the DNS server, for the sandbox's event stream.
 // Denied attempts are reported at once; allowed connections when they end, with their bytes.
 type Event struct {
-	Time  time.Time
+	Time  time.Time // when it was reported
+	Start time.Time // when the connection or query began (who began it is whoever ran then)
 	Kind  string // KindDNS or KindConnect
 	Proto string // dns: "udp", "tcp"; connect: "http", "connect", "tls", "tcp"
 	Name  string // the host name asked for ("" when the sandbox gave an address)

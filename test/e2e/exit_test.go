@@ -46,10 +46,12 @@ func TestSetupErrors(t *testing.T) {
 		want       int
 		wantStderr []string
 	}{
-		// Not implemented yet: a clear error, never a silent fallback to --network none.
-		{"network open", []string{"--network", "open", "--", "true"}, 125, []string{"network", "open"}},
-		{"network restricted", []string{"--network", "restricted", "--", "true"}, 125, []string{"network", "restricted"}},
-		{"allow-domain implies restricted", []string{"--allow-domain", "example.com", "--", "true"}, 125, []string{"network"}},
+		// Bad network policies are refused before any network exists (the working ones are
+		// tested in network_test.go, inside a test-made namespace).
+		{"allow-domain IP literal", []string{"--allow-domain", "10.0.0.1", "--", "true"}, 125, []string{"--allow-domain", "addresses"}},
+		{"allow-domain wildcard inside", []string{"--allow-domain", "a.*.com", "--", "true"}, 125, []string{"--allow-domain", "wildcard"}},
+		{"credential value on the command line", []string{"--credential", "api.a.com:Authorization:value=x", "--", "true"}, 125, []string{"--credential", "never the command line"}},
+		{"network mbps too big", []string{"--network-mbps", "5000", "--", "true"}, 125, []string{"1000"}},
 		{"network bogus", []string{"--network", "bogus", "--", "true"}, 125, []string{"--network"}},
 		{"image", []string{"--image", "python:3.12-slim", "--", "true"}, 125, []string{"image"}},
 		{"isolation not built", []string{"--isolation", "container", "--", "true"}, 125, []string{"container"}},

@@ -254,6 +254,9 @@ func (g *Gateway) Event(ev netpolicy.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	if ev.Start.IsZero() {
+		ev.Start = ev.Time
+	}
 	if fn := g.svc.sink.Load(); fn != nil {
 		(*fn)(g.id, ev)
 	}

@@ -37,6 +37,9 @@ func (p *Proxy) emit(sb Sandbox, ev netpolicy.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	if ev.Start.IsZero() {
+		ev.Start = ev.Time
+	}
 	p.log().Debug("egress", "proto", ev.Proto, "name", ev.Name, "addr", ev.Addr, "port", ev.Port,
 		"allow", ev.Allow, "rule", ev.Rule, "out", ev.BytesOut, "in", ev.BytesIn)
 	sb.Event(ev)

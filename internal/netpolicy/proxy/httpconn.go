@@ -134,7 +134,7 @@ func (h *httpConn) serveRequest(req *http.Request, hosts []string) bool {
 		return false
 	}
 	host, port, r := h.target(req, hosts)
-	ev := netpolicy.Event{Proto: ProtoHTTP, Name: host, Port: port}
+	ev := netpolicy.Event{Start: time.Now(), Proto: ProtoHTTP, Name: host, Port: port}
 	if r != nil {
 		return h.refuse(req, ev, *r)
 	}
@@ -234,7 +234,7 @@ func (h *httpConn) drain(req *http.Request) bool {
 // connect serves a CONNECT request: a tunnel to the checked destination, closed at once if
 // the ClientHello sent through it names another host.
 func (h *httpConn) connect(req *http.Request, pol *netpolicy.Policy) {
-	ev := netpolicy.Event{Proto: ProtoConnect}
+	ev := netpolicy.Event{Start: time.Now(), Proto: ProtoConnect}
 	req.Close = true // a refused CONNECT ends the connection
 	host, port, err := splitHostPort(req.URL.Host, 0)
 	if err != nil {

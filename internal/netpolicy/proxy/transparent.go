@@ -21,7 +21,7 @@ var (
 // serveTLSConn serves one connection to port 443: the destination is the ClientHello's server
 // name, on port 443; the bytes read are replayed upstream and the rest spliced.
 func (p *Proxy) serveTLSConn(ctx context.Context, c net.Conn, sb Sandbox) {
-	ev := netpolicy.Event{Proto: ProtoTLS, Port: 443}
+	ev := netpolicy.Event{Start: time.Now(), Proto: ProtoTLS, Port: 443}
 	c.SetReadDeadline(time.Now().Add(HelloTimeout))
 	raw, sni, err := readClientHello(c)
 	c.SetReadDeadline(time.Time{})
@@ -63,7 +63,7 @@ func (p *Proxy) serveTLSConn(ctx context.Context, c net.Conn, sb Sandbox) {
 // any public address (private ones too without blockLocalNetwork), never a metadata one.
 // Refused connections are reset.
 func (p *Proxy) serveTCPConn(ctx context.Context, c net.Conn, sb Sandbox, origDst func(net.Conn) (netip.AddrPort, error)) {
-	ev := netpolicy.Event{Proto: ProtoTCP}
+	ev := netpolicy.Event{Start: time.Now(), Proto: ProtoTCP}
 	dst, err := origDst(c)
 	if err != nil {
 		p.emit(sb, decided(ev, refuse(0, RuleBadRequest, "cannot tell where the connection was going: %v", err).d))
