@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"time"
@@ -17,9 +18,9 @@ const (
 type Event struct {
 	Time  time.Time // when it was reported
 	Start time.Time // when the connection or query began (who began it is whoever ran then)
-	Kind  string // KindDNS or KindConnect
-	Proto string // dns: "udp", "tcp"; connect: "http", "connect", "tls", "tcp"
-	Name  string // the host name asked for ("" when the sandbox gave an address)
+	Kind  string    // KindDNS or KindConnect
+	Proto string    // dns: "udp", "tcp"; connect: "http", "connect", "tls", "tcp"
+	Name  string    // the host name asked for ("" when the sandbox gave an address)
 	Addr  netip.Addr
 	Port  int
 	QType string // dns: "A", "AAAA", "TXT", ...
@@ -33,6 +34,20 @@ type Event struct {
 	Answers []netip.Addr
 	// Credential is set when airlock added a credential header (its name, never its value).
 	Credential string
+}
+
+// Sandbox is what the egress proxy and the DNS server need of the sandbox they serve.
+type Sandbox interface {
+	// Policy is the policy in force now. It may change at any time (a live update); each
+	// query, connection and request is decided under the one it read.
+	Policy() *Policy
+	// Event receives the decisions. It is called inline and must not block for long.
+	Event(Event)
+}
+
+// Resolver resolves names upstream (a *net.Resolver is one).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Sink receives events. It must not block for long: the proxy and the DNS server call it inline.

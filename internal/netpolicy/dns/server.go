@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -19,20 +18,12 @@ import (
 	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
-// Sandbox is what the server needs of the sandbox it serves.
-type Sandbox interface {
-	// Policy is the current policy; it may change between queries (live updates). Each query
-	// is decided under one policy.
-	Policy() *netpolicy.Policy
-	// Event receives one event per query. It is called inline and must not block for long.
-	Event(netpolicy.Event)
-}
+// Sandbox is what the server needs of the sandbox it serves: one event per query.
+type Sandbox = netpolicy.Sandbox
 
-// Resolver resolves allowed names upstream (a *net.Resolver satisfies it). The server asks
-// for network "ip4" and a rooted host ("example.com.") so that no search domain applies.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+// Resolver resolves allowed names upstream. The server asks for network "ip4" and a rooted
+// host ("example.com.") so that no search domain applies.
+type Resolver = netpolicy.Resolver
 
 // Limits of one server.
 const (

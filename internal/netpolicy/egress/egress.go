@@ -153,7 +153,9 @@ type Gateway struct {
 	svc  *Service
 
 	policy atomic.Pointer[netpolicy.Policy]
-	rules  netns.Rules
+
+	updateMu sync.Mutex  // serialises Update; guards rules
+	rules    netns.Rules // the firewall's rules now
 
 	proxy     *proxy.Proxy // this sandbox's own, so that closing it ends exactly its connections
 	listeners []func() error
@@ -270,6 +272,8 @@ func (g *Gateway) Update(n api.Network) error {
 		return err
 	}
 	rules := netns.Rules{Egress: n.EgressPolicy, Ports: netns.DefaultPorts}
+	g.updateMu.Lock()
+	defer g.updateMu.Unlock()
 	if rules != g.rules {
 		if err := g.Link.SetRules(rules); err != nil {
 			return fmt.Errorf("sandbox %s: %w: %w", g.id, err, errdefs.ErrSetup)

@@ -22,19 +22,12 @@ import (
 	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
-// Sandbox is what the proxy needs of the sandbox it serves.
-type Sandbox interface {
-	// Policy returns the policy in force now. It may change at any time (live updates), so the
-	// proxy asks for it per connection and per request.
-	Policy() *netpolicy.Policy
-	// Event receives the proxy's decisions; it must not block for long.
-	Event(netpolicy.Event)
-}
+// Sandbox is what the proxy needs of the sandbox it serves; the proxy reads the policy per
+// connection and per request.
+type Sandbox = netpolicy.Sandbox
 
-// Resolver resolves the names the sandbox asks for (*net.Resolver is one).
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+// Resolver resolves the names the sandbox asks for.
+type Resolver = netpolicy.Resolver
 
 // Limits and timeouts.
 const (
