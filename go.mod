@@ -3,11 +3,11 @@ module github.com/airlockrun/airlock
 go 1.26.0
 
 require (
-	go.uber.org/goleak v1.3.0
-	golang.org/x/net v0.62.0
 	github.com/google/nftables v0.3.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 )
 
