@@ -147,16 +147,6 @@ func compile(n api.Network, o Options, lax bool) (*Policy, error) {
 	return p, nil
 }
 
-// ValidatePatterns checks allowedDomains entries without compiling a policy (for the CLI).
-func ValidatePatterns(domains []string) error {
-	for i, d := range domains {
-		if _, err := parsePattern(d); err != nil {
-			return errdefs.Invalid(fmt.Sprintf("network.allowedDomains[%d]", i), "%v", err)
-		}
-	}
-	return nil
-}
-
 func parsePattern(s string) (pattern, error) {
 	pt := pattern{text: s}
 	host := strings.ToLower(strings.TrimSpace(s))
@@ -291,9 +281,6 @@ func (p *Policy) Trusted(name string) ([]netip.Addr, bool) {
 
 // Credentials returns the headers to add to requests for host.
 func (p *Policy) Credentials(host string) []Header { return p.creds[canonical(host)] }
-
-// HasCredentials reports whether any request of this policy gets a header added.
-func (p *Policy) HasCredentials() bool { return len(p.creds) > 0 }
 
 // Address classes.
 const (

@@ -104,7 +104,7 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
-func TestValidatePatterns(t *testing.T) {
+func TestCheck(t *testing.T) {
 	tests := []struct {
 		domains []string
 		field   string
@@ -115,7 +115,7 @@ func TestValidatePatterns(t *testing.T) {
 		{domains: []string{"10.0.0.1"}, field: "network.allowedDomains[0]"},
 	}
 	for _, tt := range tests {
-		err := netpolicy.ValidatePatterns(tt.domains)
+		err := netpolicy.Check(api.Network{EgressPolicy: api.EgressRestricted, AllowedDomains: tt.domains})
 		fe, ok := errors.AsType[*errdefs.FieldError](err)
 		switch {
 		case tt.field == "" && err != nil:
@@ -400,11 +400,5 @@ func TestCredentials(t *testing.T) {
 		if got := p.Credentials(tt.host); !slices.Equal(got, tt.want) {
 			t.Errorf("Credentials(%q) = %v, want %v", tt.host, got, tt.want)
 		}
-	}
-	if !p.HasCredentials() {
-		t.Error("HasCredentials() = false")
-	}
-	if mustCompile(t, api.Network{EgressPolicy: api.EgressOpen}).HasCredentials() {
-		t.Error("HasCredentials() = true without credentials")
 	}
 }

@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,18 +88,17 @@ type hit struct {
 
 // world is a hut with a daemon in it, a world with servers, and what those servers saw.
 type world struct {
-	t       *testing.T
-	hut     string // netns names
-	other   string
-	hutPath string // /run/netns/<hut>
-	dataDir string
-	config  string // the daemon's configuration file
-	caFile  string // the test CA (PEM), trusted by the daemon upstream
-	caPEM   []byte
-	secret  string // the value of the daemon's secret "apikey"
-	key     string // an API key of tenant t1
-	d       *daemon
-	c       *client.Client
+	t         *testing.T
+	hutPath   string // /proc/<pid>/ns/net of the process holding the hut's namespace
+	worldPath string // the same for the world's
+	dataDir   string
+	config    string // the daemon's configuration file
+	caFile    string // the test CA (PEM), trusted by the daemon upstream
+	caPEM     []byte
+	secret    string // the value of the daemon's secret "apikey"
+	key       string // an API key of tenant t1
+	d         *daemon
+	c         *client.Client
 
 	mu         sync.Mutex // guards hits, queries, authValues, sandboxes, cursors
 	hits       map[string][]hit
@@ -114,8 +112,6 @@ type world struct {
 type worldOptions struct {
 	orphanGraceSeconds int // 0: the default
 }
-
-var worldSeq atomic.Int64
 
 // newWorld makes the world and starts a daemon in the hut. Everything is removed at the end
 // of the test; the sandboxes the test made are terminated first and checked for leaks.
@@ -131,16 +127,12 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 			t.Skipf("SKIP: the network world needs %s: %v", tool, err)
 		}
 	}
-	n := worldSeq.Add(1)
 	w := &world{
 		t:         t,
-		hut:       fmt.Sprintf("alhut-%d-%d", os.Getpid(), n),
-		other:     fmt.Sprintf("alworld-%d-%d", os.Getpid(), n),
 		hits:      map[string][]hit{},
 		sandboxes: map[string]uint64{},
 		cursors:   map[string]int64{},
 	}
-	w.hutPath = "/run/netns/" + w.hut
 	w.secret = "sk-e2e-" + randHex(t, 24)
 	w.makeNamespaces()
 	w.makeCA()
@@ -181,11 +173,34 @@ func (w *world) startDaemon() {
 	w.t.Cleanup(w.terminateAll) // after the daemon's own cleanup, so it runs first
 }
 
-// ipRun runs ip(8) with args.
-func ipRun(t *testing.T, args ...string) {
+// ipIn runs ip(8) with args inside the network namespace at path.
+func ipIn(t *testing.T, path string, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	if out, err := exec.Command("nsenter", append([]string{"--net=" + path, "--", "ip"}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s (in %s): %v\n%s", strings.Join(args, " "), path, err, out)
+	}
+}
+
+// holdNamespace starts a process in a new network namespace and returns it; the namespace
+// lives as long as the process (killed at the end of the test) and is never bind-mounted, so
+// the host's mount table and /run/netns stay as they were.
+func holdNamespace(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("unshare", "--net", "--", "sleep", "infinity")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// unshare execs sleep once the namespace exists; wait until the pid's namespace differs
+	// from ours.
+	self, _ := os.Readlink("/proc/self/ns/net")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); err == nil && ns != self {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unshare --net did not make a namespace")
+		}
 	}
 }
 
@@ -193,40 +208,32 @@ func ipRun(t *testing.T, args ...string) {
 func (w *world) makeNamespaces() {
 	t := w.t
 	t.Helper()
-	for _, ns := range []string{w.hut, w.other} {
-		ipRun(t, "netns", "add", ns)
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
-			}
-		})
-	}
-	h, o := w.hut, w.other
+	hut, other := holdNamespace(t), holdNamespace(t)
+	w.hutPath = fmt.Sprintf("/proc/%d/ns/net", hut.Process.Pid)
+	w.worldPath = fmt.Sprintf("/proc/%d/ns/net", other.Process.Pid)
+	h, o := w.hutPath, w.worldPath
 	// Made inside the hut with its peer directly in the world: the test's namespace never
 	// holds either end.
-	ipRun(t, "-n", h, "link", "add", "wan0", "type", "veth", "peer", "name", "wan0", "netns", o)
+	ipIn(t, h, "link", "add", "wan0", "type", "veth", "peer", "name", "wan0", "netns", strconv.Itoa(other.Process.Pid))
 	steps := [][]string{
-		{"-n", h, "link", "set", "lo", "up"},
-		{"-n", h, "addr", "add", hutLinkAddr + "/30", "dev", "wan0"},
-		{"-n", h, "link", "set", "wan0", "up"},
-		{"-n", o, "link", "set", "lo", "up"},
-		{"-n", o, "addr", "add", worldLinkAddr + "/30", "dev", "wan0"},
-		{"-n", o, "link", "set", "wan0", "up"},
-		{"-n", o, "route", "add", "default", "via", hutLinkAddr},
-		{"-n", h, "route", "add", "203.0.113.0/24", "via", worldLinkAddr},
-		{"-n", h, "route", "add", ipMetadata + "/32", "via", worldLinkAddr},
-		{"-n", h, "route", "add", "10.66.0.0/24", "via", worldLinkAddr},
+		{h, "link", "set", "lo", "up"},
+		{h, "addr", "add", hutLinkAddr + "/30", "dev", "wan0"},
+		{h, "link", "set", "wan0", "up"},
+		{o, "link", "set", "lo", "up"},
+		{o, "addr", "add", worldLinkAddr + "/30", "dev", "wan0"},
+		{o, "link", "set", "wan0", "up"},
+		{o, "route", "add", "default", "via", hutLinkAddr},
+		{h, "route", "add", "203.0.113.0/24", "via", worldLinkAddr},
+		{h, "route", "add", ipMetadata + "/32", "via", worldLinkAddr},
+		{h, "route", "add", "10.66.0.0/24", "via", worldLinkAddr},
 	}
 	for _, a := range []string{ipAllowed, ipEvil, ipBulk, ipDNS, ipMetadata, ipPrivate, ipInternal} {
-		steps = append(steps, []string{"-n", o, "addr", "add", a + "/32", "dev", "lo"})
+		steps = append(steps, []string{o, "addr", "add", a + "/32", "dev", "lo"})
 	}
 	for _, s := range steps {
-		ipRun(t, s...)
+		ipIn(t, s[0], s[1:]...)
 	}
 }
-
-// worldPath is the world namespace's path.
-func (w *world) worldPath() string { return "/run/netns/" + w.other }
 
 // The test CA, made once per test binary; it signs the world's HTTPS servers' certificates.
 var (
@@ -314,7 +321,7 @@ func listenPacketIn(t *testing.T, path, network, addr string) net.PacketConn {
 // may reach); they stop at the end of the test.
 func (w *world) startServers() {
 	t := w.t
-	wp := w.worldPath()
+	wp := w.worldPath
 	var wg sync.WaitGroup
 	var closers []func()
 	// Registered first, so that servers started before a failure stop too.
@@ -544,9 +551,9 @@ func (w *world) noHits(t *testing.T, servers ...string) {
 // hutLinks returns the hut's interfaces whose name starts with alk (sandboxes' host ends).
 func (w *world) hutLinks(t *testing.T) []string {
 	t.Helper()
-	out, err := exec.Command("ip", "-n", w.hut, "-o", "link").CombinedOutput()
+	out, err := exec.Command("nsenter", "--net="+w.hutPath, "--", "ip", "-o", "link").CombinedOutput()
 	if err != nil {
-		t.Fatalf("ip -n %s -o link: %v\n%s", w.hut, err, out)
+		t.Fatalf("ip -o link in the hut: %v\n%s", err, out)
 	}
 	var alk []string
 	for _, line := range strings.Split(string(out), "\n") {

@@ -294,9 +294,6 @@ func (g *Gateway) Env() map[string]string {
 	}
 }
 
-// Stats returns the network's counters.
-func (g *Gateway) Stats() (netns.Stats, error) { return g.Link.Stats() }
-
 // Close stops the listeners and removes the network. It may be called more than once.
 func (g *Gateway) Close() error { return g.end(g.Link.Close) }
 
