@@ -24,6 +24,12 @@ const (
 	LevelEnclave   = api.LevelEnclave
 )
 
+// The container level's runtimes.
+const (
+	RuntimeRunsc = "runsc" // gVisor: a user-space kernel (default)
+	RuntimeRunc  = "runc"
+)
+
 // Levels are the isolation levels of SPEC §1, in the order they are presented.
 var Levels = []string{LevelProcess, LevelContainer, LevelWasm, LevelMicroVM, LevelEnclave}
 
@@ -131,6 +137,14 @@ func defInt(v *int64, l Limit) {
 func Validate(s *Spec) error {
 	if !slices.Contains(Levels, s.Isolation) {
 		return errdefs.Invalid("isolation", "must be one of process, container, wasm, microvm, enclave (got %q)", s.Isolation)
+	}
+	switch {
+	case s.Runtime != "" && s.Isolation != LevelContainer:
+		return errdefs.Invalid("runtime", "runtime %q applies to isolation container only (isolation is %s)", s.Runtime, s.Isolation)
+	case s.Runtime != "" && s.Runtime != RuntimeRunsc && s.Runtime != RuntimeRunc:
+		return errdefs.Invalid("runtime", "must be runsc or runc (got %q)", s.Runtime)
+	case s.Image != "" && s.Rootfs != "":
+		return errdefs.Invalid("image", "image and rootfs are two templates; give one")
 	}
 	if s.User != UserAgent && s.User != UserRoot {
 		return errdefs.Invalid("user", "must be agent or root (got %q)", s.User)

@@ -19,6 +19,7 @@ func Cases() []Case {
 		{"ExitCodes", testExitCodes},
 		{"EnvWorkdirStdin", testEnvWorkdirStdin},
 		{"Users", testUsers},
+		{"HostUnprivileged", testHostUnprivileged},
 		{"ReadOnlyRoot", testReadOnlyRoot},
 		{"Mounts", testMounts},
 		{"HostProcessesInvisible", testHostProcesses},
@@ -100,7 +101,15 @@ func testUsers(t *testing.T, h *Harness) {
 			// No capabilities at all, also for root; and no way to gain any.
 			expect(t, Exec(t, sb, 10*time.Second, caps), 0, "0000000000000000")
 			expect(t, Exec(t, sb, 10*time.Second, "grep NoNewPrivs /proc/self/status | awk '{print $2}'"), 0, "1")
-			// The sandbox's ids are not the host's: its root is an unprivileged host uid.
+		})
+	}
+}
+
+// testHostUnprivileged: the sandbox's ids are not the host's; its root is an unprivileged host uid.
+func testHostUnprivileged(t *testing.T, h *Harness) {
+	for _, user := range []string{sandbox.UserAgent, sandbox.UserRoot} {
+		t.Run(user, func(t *testing.T) {
+			sb := h.New(t, sandbox.Spec{User: user})
 			res := Exec(t, sb, 10*time.Second, "cat /proc/self/uid_map")
 			if f := strings.Fields(res.Stdout); len(f) < 3 || f[1] == "0" {
 				t.Fatalf("uid_map %q maps sandbox ids onto host root", res.Stdout)

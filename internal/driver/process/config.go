@@ -18,6 +18,9 @@ type initConfig struct {
 	// HostNet says init was started in a network namespace the host made and configured: init
 	// has no power over it (not even to bring up lo).
 	HostNet bool `json:"hostNet,omitempty"`
+	// Container says a container runtime started init (see Launch) with the root filesystem,
+	// host name, loopback and cgroup already in place: init only locks down and serves.
+	Container bool `json:"container,omitempty"`
 }
 
 // rootPlan describes the sandbox's root filesystem.

@@ -264,21 +264,9 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	if err := ctl.send(&message{Kind: msgPlaced}); err != nil {
 		return fail(fmt.Errorf("init is gone: %w", err))
 	}
-	select {
-	case m := <-ready:
-		if m == nil {
-			return fail(errors.New("init exited during setup"))
-		}
-		if m.Kind != msgReady {
-			return fail(errors.New(m.Error))
-		}
-	case <-ctx.Done():
-		return fail(ctx.Err())
+	if err := s.awaitReady(ctx, ready); err != nil {
+		return fail(err)
 	}
-	s.mu.Lock()
-	delete(s.waiters, "")
-	s.mu.Unlock()
-	s.created = time.Now()
 	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0))
 	return s, nil
 }

@@ -242,7 +242,7 @@ func (s *Sandbox) account(before counters, ru *rusage, res *sandbox.ExecResult) 
 	if n := after.ev.ThrottledPeriods - before.ev.ThrottledPeriods; n > 0 {
 		ev(sandbox.EventLimitCPU, fmt.Sprintf("CPU limit of %g vCPU reached; throttled in %d period(s)", s.spec.Resources.CPU, n), n)
 	}
-	if layerFull(s.pid) {
+	if layerFull(s.layerPath()) {
 		ev(sandbox.EventLimitDisk, fmt.Sprintf("writable layer of %d MiB is full", s.spec.Resources.DiskMB), 0)
 	}
 	if res.TimedOut {
@@ -258,11 +258,10 @@ func (s *Sandbox) account(before counters, ru *rusage, res *sandbox.ExecResult) 
 	}
 }
 
-// layerFull reports whether the writable layer has (nearly) no space left, seen through init's
-// root from the host.
-func layerFull(pid int) bool {
+// layerFull reports whether the writable layer, which p is on, has (nearly) no space left.
+func layerFull(p string) bool {
 	var st unix.Statfs_t
-	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/tmp", pid), &st); err != nil {
+	if err := unix.Statfs(p, &st); err != nil {
 		return false
 	}
 	return st.Bavail*uint64(st.Bsize) < 64<<10

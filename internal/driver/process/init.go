@@ -74,8 +74,9 @@ func runInit() int {
 	if m, _, err = ctl.recv(buf); err != nil || m.Kind != msgPlaced {
 		return fail(errors.New("driver did not confirm the cgroup"))
 	}
-	// A cgroup namespace rooted at the sandbox's cgroup hides the host's cgroup paths.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+	// A cgroup namespace rooted at the sandbox's cgroup hides the host's cgroup paths. A
+	// container runtime made one already (runc), or has no host cgroups to hide (gVisor).
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil && !c.Container {
 		return fail(fmt.Errorf("unshare cgroup namespace: %w", err))
 	}
 	if c.OrphanGraceMs > 0 {
@@ -102,6 +103,9 @@ func runInit() int {
 
 // setup turns this process into the sandbox: root filesystem, hostname, loopback, limits.
 func setup(c *initConfig, fds []int) error {
+	if c.Container {
+		return setLimits(c)
+	}
 	if err := buildRoot(c, fds); err != nil {
 		return err
 	}
@@ -113,6 +117,10 @@ func setup(c *initConfig, fds []int) error {
 			return err
 		}
 	}
+	return setLimits(c)
+}
+
+func setLimits(c *initConfig) error {
 	// syscall.Setrlimit (not unix.) so that the Go runtime hands this limit to children instead of
 	// restoring the soft limit it found at start.
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: c.NoFile, Max: c.NoFile}); err != nil {

@@ -32,6 +32,7 @@ type Sandbox struct {
 	pid     int                  // init's pid on the host
 	created time.Time
 	gw      *egress.Gateway // the sandbox's network; nil for egress "none" (loopback only)
+	ext     *Launcher       // set when another level's runtime started init (Launch)
 
 	mu      sync.Mutex // guards waiters, and delivery to them (see readLoop)
 	waiters map[string]chan *message
@@ -202,8 +203,11 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 		Pids:             st.Pids,
 		PidsLimit:        r.MaxProcesses + initTasks,
 	}
+	if s.ext != nil {
+		u.PidsLimit = s.ext.PidsLimit
+	}
 	var fs unix.Statfs_t
-	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/tmp", s.pid), &fs); err == nil && s.alive() {
+	if err := unix.Statfs(s.layerPath(), &fs); err == nil && s.alive() {
 		u.DiskLimitBytes = int64(fs.Blocks) * fs.Bsize
 		u.DiskUsedBytes = int64(fs.Blocks-fs.Bfree) * fs.Bsize
 	}
@@ -225,7 +229,7 @@ func (s *Sandbox) FileRoot() (*os.File, int, int, error) {
 	if err := s.ended("file root"); err != nil {
 		return nil, 0, 0, err
 	}
-	p := fmt.Sprintf("/proc/%d/root", s.pid)
+	p := s.rootPath()
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("file root of sandbox %s: open %s: %w", s.id, p, err)
@@ -234,9 +238,9 @@ func (s *Sandbox) FileRoot() (*os.File, int, int, error) {
 		unix.Close(fd)
 		return nil, 0, 0, fmt.Errorf("file root: sandbox %s has ended: %w", s.id, errdefs.ErrConflict)
 	}
-	id := int(s.d.cfg.UIDBase)
+	id := s.hostID(0)
 	if s.spec.User != sandbox.UserRoot {
-		id += sandbox.AgentUID
+		id = s.hostID(sandbox.AgentUID)
 	}
 	return os.NewFile(uintptr(fd), "sandbox "+s.id+" root"), id, id, nil
 }
@@ -255,20 +259,27 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		s.stateMu.Lock()
 		defer s.stateMu.Unlock()
 		s.destroyed = true
-		s.ctl.close()
-		s.proc.Kill()
-		if s.paused {
-			s.cg.Thaw(ctx)
+		if s.ctl != nil { // nil when Launch failed before making it
+			s.ctl.close()
 		}
-		select {
-		case <-s.exited:
-		case <-ctx.Done():
+		if s.proc != nil {
+			s.proc.Kill()
+			if s.paused {
+				s.cg.Thaw(ctx)
+			}
+			select {
+			case <-s.exited:
+			case <-ctx.Done():
+			}
 		}
 		if s.events != nil {
 			s.events.Close()
 		}
+		if s.ext != nil && s.ext.Teardown != nil {
+			s.destroyErr = s.ext.Teardown(ctx)
+		}
 		if s.cg != nil { // nil when Create failed before making it
-			s.destroyErr = s.cg.Destroy(ctx)
+			s.destroyErr = errors.Join(s.destroyErr, s.cg.Destroy(ctx))
 		}
 		if s.gw != nil {
 			s.destroyErr = errors.Join(s.destroyErr, s.gw.Close())

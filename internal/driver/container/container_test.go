@@ -1,0 +1,131 @@
+package container_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/airlockrun/airlock/internal/driver/container"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	// This test binary is also every container's init (bound in at /.airlock/airlock-init).
+	if process.IsInit() {
+		process.Init()
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// newDriver returns a container driver with its own state, cgroup parent and uid range, for
+// runtime rt.
+func newDriver(t testing.TB, rt string) *container.Driver {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	state, err := os.MkdirTemp("", "airlock-test-container-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(state, 0o755)
+	level := slog.LevelWarn
+	if os.Getenv("AIRLOCK_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	pc := process.DefaultConfig()
+	pc.StateDir = filepath.Join(state, "process")
+	pc.CgroupParent = fmt.Sprintf("airlock-test-c-%d", os.Getpid())
+	network, err := egress.New(egress.Config{Pool: netip.MustParsePrefix("10.217.0.0/22")}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Network = network
+	cfg := container.DefaultConfig()
+	cfg.Runtime = rt
+	cfg.StateDir = filepath.Join(state, "container")
+	cfg.CgroupParent = fmt.Sprintf("airlock-test-ctr-%d", os.Getpid())
+	cfg.UIDBase = 2_200_000_000
+	cfg.Network = network
+	// runsc's debug logs, kept after the test, for a failure to be looked into.
+	cfg.DebugLogs = os.Getenv("AIRLOCK_RUNSC_LOGS")
+	d := container.New(cfg, process.New(pc, log), log)
+	t.Cleanup(func() {
+		d.Sweep(context.Background())
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
+		for _, dir := range dirs {
+			os.Remove(dir)
+		}
+		bundles := filepath.Join(cfg.StateDir, "bundles")
+		for i := 0; i < 3 && os.Remove(bundles) != nil; i++ {
+			exec_umount(bundles)
+		}
+		os.RemoveAll(state)
+	})
+	if c := d.Capabilities(); !c.Available {
+		t.Skipf("container level with %s unavailable: %s", rt, c.Reason)
+	}
+	return d
+}
+
+func mounts() int {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return strings.Count(string(b), "\n")
+}
+
+// skips are the conformance cases a runtime cannot run, with the reason.
+var skips = map[string]map[string]string{
+	sandbox.RuntimeRunc: {},
+	sandbox.RuntimeRunsc: {
+		"HostUnprivileged": "gVisor's sandbox root is root of gVisor's own kernel, and /proc/self/uid_map shows that kernel's view; on the host the sentry and gofer run as root with most capabilities dropped and their own seccomp filters, which is gVisor's model",
+		"TTY":              "init's terminal is a gVisor device: its master cannot be handed to the host over the control socket (pipes can); a terminal relay in init is still to be built",
+		"Usage":            "no pids limit (see ForkBomb): Usage has no limit to report",
+		"ForkBomb":   "gVisor's processes are tasks of its sentry, not host processes: the pids cgroup counts the sentry's threads, and gVisor has no per-sandbox task limit airlock can set yet",
+		"MemoryBomb": "the cgroup charges the sentry's memory: at the limit the host's OOM killer ends the whole sandbox, not the command",
+	},
+}
+
+func TestConformance(t *testing.T) {
+	for _, rt := range []string{sandbox.RuntimeRunc, sandbox.RuntimeRunsc} {
+		t.Run(rt, func(t *testing.T) {
+			d := newDriver(t, rt)
+			// One sandbox first: the bundles directory becomes its own private mount, which stays.
+			warm(t, d)
+			baseline := mounts()
+			drivertest.Run(t, &pinned{d, rt}, drivertest.Options{
+				Skip: skips[rt],
+				Leaks: func() []string {
+					out := d.Leftovers()
+					if n := mounts(); n != baseline {
+						out = append(out, fmt.Sprintf("host mount table has %d entries, had %d", n, baseline))
+					}
+					return out
+				},
+			})
+		})
+	}
+}
+
+func warm(t *testing.T, d *container.Driver) {
+	spec := sandbox.Spec{Isolation: sandbox.LevelContainer}
+	sandbox.SetDefaults(&spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := d.Create(ctx, sandbox.NewID("sbx_"), spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	sb.Destroy(ctx)
+}

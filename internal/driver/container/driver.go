@@ -1,0 +1,330 @@
+// Package container is the `container` isolation level: a sandbox is an OCI bundle run by gVisor's
+// runsc (default; the sandbox gets a user-space kernel) or by runc. airlock assembles the root
+// filesystem on the host (rootfs.go), writes the runtime spec (spec.go) and starts the runtime
+// (runtime.go) with airlock's own init as the container's process, inside the network namespace
+// airlock's network code made. From then on the sandbox is driven exactly like a process-level one
+// (process.Launch): the same control socket, execs, terminals, limits events, pause and files.
+package container
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Config is the container level's part of airlock's configuration.
+type Config struct {
+	// Runtime is used when a spec names none: runsc (default) or runc.
+	Runtime string
+	// Runsc and Runc are the runtimes' binaries; empty means found in PATH.
+	Runsc, Runc string
+	// RunscPlatform is gVisor's platform: systrap (default), ptrace or kvm.
+	RunscPlatform string
+	// StateDir holds the bundles and the runtimes' own state.
+	StateDir string
+	// CgroupParent is the cgroup under which the runtimes make sandboxes' cgroups.
+	CgroupParent string
+	// UIDBase is the first host uid of the range runc's user namespace maps ids 0..65535 to.
+	UIDBase uint32
+	// InitPath is the airlock binary bound into every container as its init; it must be
+	// statically linked (it runs on the image's libraries, or none). Empty: this executable.
+	InitPath string
+	// Network attaches sandboxes whose egress policy is not "none".
+	Network *egress.Service
+	// Images resolves `image:` to the layer directories of a pulled image (nil: images
+	// unavailable).
+	Images ImageSource
+	// DebugLogs, when set, is a directory for runsc's debug logs.
+	DebugLogs string
+}
+
+// ImageSource gives the unpacked layers of an image reference, pulling it when needed, and
+// keeps them from being collected while a sandbox uses them.
+type ImageSource interface {
+	Layers(ctx context.Context, ref string) (dirs []string, release func(), err error)
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Runtime: sandbox.RuntimeRunsc, RunscPlatform: "systrap", StateDir: "/var/lib/airlock/container",
+		CgroupParent: "airlock-container", UIDBase: 2_000_000_000}
+}
+
+// uidRange is the size of the id range runc maps into a sandbox.
+const uidRange = 65536
+
+// initTasks is the pids reserve for init's Go threads under runc (as at the process level).
+const initTasks = 8
+
+// Driver is the container level.
+type Driver struct {
+	cfg      Config
+	log      *slog.Logger
+	proc     *process.Driver // init's machinery: seccomp filter, /etc template, Launch
+	caps     driver.Capabilities
+	cgroups  *cgroups.Layout
+	runtimes map[string]*runtime
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New probes the host once. It never fails: a host without a runtime yields a driver whose
+// Capabilities say why. proc is the process level, whose init every container runs.
+func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
+	if cfg.Runtime == "" {
+		cfg.Runtime = sandbox.RuntimeRunsc
+	}
+	if cfg.RunscPlatform == "" {
+		cfg.RunscPlatform = "systrap"
+	}
+	if cfg.InitPath == "" {
+		cfg.InitPath, _ = os.Executable()
+	}
+	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}}
+	d.caps = d.probe()
+	return d
+}
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return sandbox.LevelContainer }
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
+
+func (d *Driver) probe() driver.Capabilities {
+	c := driver.Capabilities{Level: sandbox.LevelContainer}
+	check := func(name string, required, ok bool, detail string) {
+		c.Checks = append(c.Checks, driver.Check{Name: name, OK: ok, Detail: detail, Required: required})
+	}
+	pc := d.proc.Capabilities()
+	check("process level", true, pc.Available, map[bool]string{true: "airlock's init, seccomp filter and /etc template", false: pc.Reason}[pc.Available])
+	layout, err := cgroups.Detect()
+	if err == nil && len(layout.Missing()) == 0 {
+		d.cgroups = layout
+	}
+	check("cgroups", true, d.cgroups != nil, map[bool]string{true: "the runtimes' cgroups are read for limit events, usage and pause", false: "no usable cgroup controllers"}[d.cgroups != nil])
+	static, why := staticBinary(d.cfg.InitPath)
+	check("init binary", true, static, why)
+	fs, _ := os.ReadFile("/proc/filesystems")
+	check("overlayfs", false, strings.Contains(string(fs), "\toverlay\n"), "stacks an image's layers under the writable layer")
+
+	for _, name := range []string{sandbox.RuntimeRunsc, sandbox.RuntimeRunc} {
+		rt := &runtime{name: name, root: filepath.Join(d.cfg.StateDir, name), uidBase: d.cfg.UIDBase,
+			platform: d.cfg.RunscPlatform, userns: true, debugLog: d.cfg.DebugLogs}
+		path := map[string]string{sandbox.RuntimeRunsc: d.cfg.Runsc, sandbox.RuntimeRunc: d.cfg.Runc}[name]
+		if path == "" {
+			path, _ = exec.LookPath(name)
+		}
+		fix := map[string]string{
+			sandbox.RuntimeRunsc: "make deps (go install gvisor.dev/gvisor/runsc@" + RunscVersion + " with CGO_ENABLED=0), or apt-get install runsc",
+			sandbox.RuntimeRunc:  "apt-get install runc",
+		}[name]
+		if path == "" {
+			check(name, false, false, name+" not found (fix: "+fix+")")
+		} else if out, err := exec.Command(path, "--version").Output(); err != nil {
+			check(name, false, false, path+" --version: "+err.Error())
+		} else {
+			rt.path = path
+			rt.version = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+			if name == sandbox.RuntimeRunsc {
+				if ok, why := staticBinary(path); !ok {
+					rt.path = ""
+					check(name, false, false, path+": "+why+" (gVisor re-executes itself inside an empty root; fix: "+fix+")")
+					d.runtimes[name] = rt
+					continue
+				}
+			}
+			check(name, false, true, path+" ("+rt.version+")")
+		}
+		d.runtimes[name] = rt
+	}
+	var missing []string
+	for _, ch := range c.Checks {
+		if ch.Required && !ch.OK {
+			missing = append(missing, ch.Name+": "+ch.Detail)
+		}
+	}
+	def := d.runtimes[d.cfg.Runtime]
+	if def == nil || def.path == "" {
+		missing = append(missing, "the default runtime "+d.cfg.Runtime+" is not installed")
+	}
+	c.Available = len(missing) == 0
+	if !c.Available {
+		c.Reason = strings.Join(missing, "; ")
+		c.Fix = "install the runtimes (make deps), run as root with cgroups, and use a statically linked airlock (CGO_ENABLED=0)"
+	}
+	for _, name := range []string{sandbox.RuntimeRunsc, sandbox.RuntimeRunc} {
+		if rt := d.runtimes[name]; rt.path != "" {
+			c.Features = append(c.Features, "runtime:"+name)
+		}
+	}
+	c.Features = append(c.Features, "oci", "limits:cpu,memory,nofile,disk,timeout", "network:none")
+	return c
+}
+
+// RunscVersion is the gVisor release `make deps` installs.
+const RunscVersion = "v0.0.0-20260905035102-160fafc42237"
+
+// staticBinary reports whether the ELF file at p needs no dynamic loader.
+func staticBinary(p string) (bool, string) {
+	f, err := elf.Open(p)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return false, p + " is dynamically linked"
+		}
+	}
+	return true, p + " (statically linked)"
+}
+
+// runtime returns the runtime spec asks for, or says why it cannot be had.
+func (d *Driver) runtime(spec sandbox.Spec) (*runtime, error) {
+	name := spec.Runtime
+	if name == "" {
+		name = d.cfg.Runtime
+	}
+	rt := d.runtimes[name]
+	if rt == nil {
+		return nil, errdefs.Invalid("runtime", "unknown runtime %q (runsc or runc)", name)
+	}
+	if rt.path == "" {
+		for _, ch := range d.caps.Checks {
+			if ch.Name == name {
+				return nil, errdefs.Unavailable("runtime", "%s", ch.Detail)
+			}
+		}
+		return nil, errdefs.Unavailable("runtime", "%s is not installed", name)
+	}
+	return rt, nil
+}
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	if !d.caps.Available {
+		return nil, fmt.Errorf("container level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
+	}
+	rt, err := d.runtime(spec)
+	if err != nil {
+		return nil, err
+	}
+	networked := spec.Network.EgressPolicy != sandbox.EgressNone
+	if networked && d.cfg.Network == nil {
+		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
+	}
+	if spec.Rootfs != "" {
+		return nil, errdefs.Invalid("rootfs", "the container level runs OCI images (image); a rootfs directory is for the process level")
+	}
+	var lowers []string
+	release := func() {}
+	if spec.Image != "" {
+		if d.cfg.Images == nil {
+			return nil, errdefs.Unavailable("image", "no image store is configured")
+		}
+		layers, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
+		if err != nil {
+			return nil, err
+		}
+		release = rel
+		// overlayfs takes the top layer first.
+		for i := len(layers) - 1; i >= 0; i-- {
+			lowers = append(lowers, layers[i])
+		}
+	}
+	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id))
+	teardown := func(ctx context.Context) error {
+		err := rt.delete(ctx, id)
+		if uerr := unmountAll(b.dir); uerr != nil && err == nil {
+			err = uerr
+		}
+		os.RemoveAll(b.dir)
+		release()
+		return err
+	}
+	fail := func(err error) (driver.Sandbox, error) {
+		teardown(context.Background())
+		return nil, err
+	}
+	if err := d.ensurePrivate(); err != nil {
+		return fail(fmt.Errorf("container state directory: %v: %w", err, errdefs.ErrSetup))
+	}
+	if err := os.MkdirAll(b.dir, 0o711); err != nil {
+		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
+	}
+	if err := writeOwner(b.dir); err != nil {
+		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
+	}
+	t, err := d.proc.Template(spec)
+	if err != nil {
+		return fail(err)
+	}
+	if err := b.assemble(spec, t, lowers, d.proc.NameFiles(spec), d.cfg.InitPath, rt.hostID); err != nil {
+		if errors.Is(err, errdefs.ErrInvalidArgument) {
+			return fail(err)
+		}
+		return fail(fmt.Errorf("root filesystem: %v: %w", err, errdefs.ErrSetup))
+	}
+	var pids int64
+	if rt.name == sandbox.RuntimeRunc {
+		pids = spec.Resources.MaxProcesses + initTasks
+	}
+	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, pids)); err != nil {
+		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
+	}
+	var gw *egress.Gateway
+	if networked {
+		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
+			return fail(err)
+		}
+	}
+	s, err := d.proc.Launch(ctx, id, spec, gw, process.Launcher{
+		Start: func(ctx context.Context, ctl *os.File) (int, error) {
+			return rt.start(ctx, id, b.dir, ctl, gw)
+		},
+		Cgroup:    d.cgroups.Open(d.cfg.CgroupParent, id),
+		PidsLimit: pids,
+		Root:      b.rootfs,
+		Layer:     filepath.Join(b.layer, "shm"),
+		FileID:    rt.hostID,
+		Teardown:  teardown,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensurePrivate makes the bundles directory a mount of its own with private propagation, once:
+// the many mounts of sandboxes' roots then never propagate into other mount namespaces.
+func (d *Driver) ensurePrivate() error {
+	dir := filepath.Join(d.cfg.StateDir, "bundles")
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	for _, m := range mountsUnder(dir) {
+		if m == dir {
+			return nil
+		}
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", dir, "", unix.MS_PRIVATE, "")
+}

@@ -1,0 +1,23 @@
+package container_test
+
+import (
+	"context"
+	"os/exec"
+
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/container"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// pinned is the driver with every spec's runtime set, so the suite runs unchanged per runtime.
+type pinned struct {
+	*container.Driver
+	rt string
+}
+
+func (p *pinned) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	spec.Runtime = p.rt
+	return p.Driver.Create(ctx, id, spec)
+}
+
+func exec_umount(dir string) { exec.Command("umount", "-l", dir).Run() }

@@ -1,0 +1,180 @@
+package container
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
+// runtime, its mounts, its bundle — is released.
+func (d *Driver) Reclaim(ctx context.Context, id string) error {
+	for _, rt := range d.runtimes {
+		if rt.path != "" {
+			rt.delete(ctx, id)
+		}
+	}
+	dir := filepath.Join(d.cfg.StateDir, "bundles", id)
+	err := unmountAll(dir)
+	os.RemoveAll(dir)
+	if d.cgroups != nil {
+		d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)
+	}
+	return err
+}
+
+// orphanAge is how old a bundle must be before Sweep takes it for an orphan: younger ones may
+// belong to a sandbox another airlock process is setting up right now.
+const orphanAge = time.Minute
+
+// Sweep implements driver.Sweeper: the containers and bundles that airlock processes killed before
+// they could tear them down left behind. A bundle belongs to the airlock process whose pid (with
+// its start time) it records; it is an orphan once that process is gone.
+func (d *Driver) Sweep(ctx context.Context) {
+	ents, _ := os.ReadDir(filepath.Join(d.cfg.StateDir, "bundles"))
+	var swept []string
+	for _, e := range ents {
+		dir := filepath.Join(d.cfg.StateDir, "bundles", e.Name())
+		if ownerAlive(dir) {
+			continue
+		}
+		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) < orphanAge && ownerUnknown(dir) {
+			continue
+		}
+		if err := d.Reclaim(ctx, e.Name()); err != nil {
+			d.log.Warn("could not remove an orphaned container", "sandbox", e.Name(), "err", err)
+			continue
+		}
+		swept = append(swept, e.Name())
+	}
+	if len(swept) > 0 {
+		d.log.Info("removed orphaned containers", "sandboxes", swept)
+	}
+}
+
+// writeOwner records this process as the owner of the bundle in dir.
+func writeOwner(dir string) error {
+	st, err := startTime(os.Getpid())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "owner"), fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), 0o600)
+}
+
+func ownerUnknown(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "owner"))
+	return err != nil
+}
+
+// ownerAlive reports whether the process recorded in dir's owner file still runs.
+func ownerAlive(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "owner"))
+	if err != nil {
+		return false
+	}
+	var pid int
+	var st uint64
+	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
+		return false
+	}
+	now, err := startTime(pid)
+	return err == nil && now == st
+}
+
+// startTime is field 22 of /proc/PID/stat: when the process started, in clock ticks after boot.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Leftovers lists what this level's sandboxes still hold on the host: cgroups, containers the
+// runtimes know, bundles, mounts, and processes (runc's in the mapped uid range; runsc's by its
+// state directory on their command line). Tests call it after tearing sandboxes down.
+func (d *Driver) Leftovers() []string {
+	var out []string
+	if d.cgroups != nil {
+		names, _ := d.cgroups.List(d.cfg.CgroupParent)
+		for _, n := range names {
+			out = append(out, "cgroup "+d.cfg.CgroupParent+"/"+n)
+		}
+	}
+	for name, rt := range d.runtimes {
+		for _, id := range rt.list(context.Background()) {
+			out = append(out, name+" container "+id)
+		}
+	}
+	bundles := filepath.Join(d.cfg.StateDir, "bundles")
+	ents, _ := os.ReadDir(bundles)
+	for _, e := range ents {
+		out = append(out, "bundle "+e.Name())
+	}
+	for _, m := range mountsUnder(bundles) {
+		if m != bundles {
+			out = append(out, "mount "+m)
+		}
+	}
+	procs, _ := os.ReadDir("/proc")
+	lo, hi := uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || zombie(pid) {
+			// An exited container process holds nothing but its pid until the host's init,
+			// which the runtime left it to, reaps it.
+			continue
+		}
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmd), d.cfg.StateDir+"/runsc") {
+			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
+			continue
+		}
+		if uid, ok := procUID(pid); ok && uid >= lo && uid < hi {
+			out = append(out, fmt.Sprintf("process %d (uid %d)", pid, uid))
+		}
+	}
+	return out
+}
+
+func procUID(pid int) (uint64, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
+			if fs := strings.Fields(rest); len(fs) > 0 {
+				uid, err := strconv.ParseUint(fs[0], 10, 32)
+				return uid, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
+}

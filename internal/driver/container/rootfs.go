@@ -1,0 +1,344 @@
+package container
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// A bundle is one sandbox's directory under the level's state directory:
+//
+//	layer/      tmpfs capped at diskMb: every byte the sandbox can write
+//	  root/       the host template's skeleton (mount points), or
+//	  upper/ work/  the overlay's upper and work directories over an image's layers
+//	  shm/        bound at /dev/shm
+//	overlay/    an image's layers under layer/upper (image sandboxes only)
+//	rootfs/     the sandbox's root: base (layer/root or overlay) bound read-only, with the host's
+//	            system directories, /etc, the writable directories, the user's mounts and
+//	            airlock's init bound on top
+//	config.json the OCI runtime spec
+//
+// Everything is mounted on the host side, so both runtimes see the same tree and the host can
+// reach it for the files API; the level's state directory is a private mount, so none of it
+// propagates elsewhere. Teardown detaches the lot.
+type bundle struct {
+	dir    string
+	layer  string
+	rootfs string
+	base   string // layer/root or overlay
+}
+
+func newBundle(dir string) *bundle {
+	return &bundle{dir: dir, layer: filepath.Join(dir, "layer"), rootfs: filepath.Join(dir, "rootfs")}
+}
+
+// writable are the directories of the writable layer every sandbox gets besides its home.
+var writable = []string{"/tmp", "/workspace"}
+
+// assemble builds the root filesystem on the host. lowers are an image's layer directories, top
+// first; none means the host template t.
+func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []string, nameFiles map[string]string, initPath string, hostID func(int) int) error {
+	if err := os.MkdirAll(b.layer, 0o711); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("size=%d,mode=0755", spec.Resources.DiskMB<<20)
+	if err := unix.Mount("tmpfs", b.layer, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
+	}
+	if err := os.MkdirAll(filepath.Join(b.layer, "shm"), 0o1777); err != nil {
+		return err
+	}
+	os.Chmod(filepath.Join(b.layer, "shm"), 0o777|os.ModeSticky)
+	if len(lowers) == 0 {
+		b.base = filepath.Join(b.layer, "root")
+		if err := skeleton(b.base, t); err != nil {
+			return err
+		}
+	} else {
+		b.base = filepath.Join(b.dir, "overlay")
+		for _, d := range []string{b.base, b.layer + "/upper", b.layer + "/work"} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		o := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + b.layer + "/upper,workdir=" + b.layer + "/work"
+		if err := unix.Mount("overlay", b.base, "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
+			return fmt.Errorf("mount image layers: %w", err)
+		}
+		for p, content := range nameFiles {
+			dst, err := process.ResolveIn(b.base, p)
+			if err != nil {
+				return err
+			}
+			os.MkdirAll(filepath.Dir(dst), 0o755)
+			os.Remove(dst) // a symlink (resolv.conf → ../run/...) is replaced, never followed
+			if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", p, err)
+			}
+		}
+		for _, d := range []string{"/proc", "/dev/shm", "/dev/pts", "/etc"} {
+			if p, err := process.ResolveIn(b.base, d); err == nil {
+				os.MkdirAll(p, 0o755)
+			}
+		}
+	}
+	uid := 0
+	home := "/root"
+	if spec.User != sandbox.UserRoot {
+		uid, home = sandbox.AgentUID, "/home/agent"
+	}
+	dirs := append(append([]string{}, writable...), home)
+	if !contains(dirs, spec.Workdir) {
+		dirs = append(dirs, spec.Workdir)
+	}
+	for _, d := range dirs {
+		p, err := process.ResolveIn(b.base, d)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("writable directory %s: %w", d, err)
+		}
+		if d == "/tmp" {
+			os.Chmod(p, 0o777|os.ModeSticky)
+			os.Lchown(p, hostID(0), hostID(0))
+		} else {
+			os.Lchown(p, hostID(uid), hostID(uid))
+		}
+	}
+	initDir, err := process.ResolveIn(b.base, "/.airlock")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(initDir, 0o755); err != nil {
+		return err
+	}
+	if err := touch(filepath.Join(initDir, "airlock-init")); err != nil {
+		return err
+	}
+
+	// The root: base, read-only; then what goes on top of it.
+	if err := os.MkdirAll(b.rootfs, 0o755); err != nil {
+		return err
+	}
+	if err := bindRO(b.base, b.rootfs, true); err != nil {
+		return fmt.Errorf("bind root: %w", err)
+	}
+	if len(lowers) == 0 {
+		for _, d := range t.Dirs {
+			if err := bindAt(b.rootfs, d, d, true); err != nil {
+				return err
+			}
+		}
+		if err := bindAt(b.rootfs, t.Etc, "/etc", true); err != nil {
+			return err
+		}
+	}
+	for _, d := range dirs {
+		src, _ := process.ResolveIn(b.base, d)
+		if err := bindAt(b.rootfs, src, d, false); err != nil {
+			return err
+		}
+	}
+	if err := bindAt(b.rootfs, initPath, "/.airlock/airlock-init", true); err != nil {
+		return err
+	}
+	for i, m := range spec.Filesystem.ReadOnly {
+		if err := b.userMount(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true); err != nil {
+			return err
+		}
+	}
+	for i, m := range spec.Filesystem.ReadWrite {
+		if err := b.userMount(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false); err != nil {
+			return err
+		}
+	}
+	for _, p := range spec.Filesystem.Blocked {
+		if err := b.block(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skeleton makes the host template's mount points and merged-/usr links in dir.
+func skeleton(dir string, t process.HostTemplate) error {
+	for _, d := range append(append([]string{}, t.Dirs...), "/etc", "/proc", "/dev/shm", "/dev/pts") {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for p, target := range t.Symlinks {
+		if err := os.Symlink(target, filepath.Join(dir, p)); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bundle) userMount(field, s string, ro bool) error {
+	m, err := sandbox.ParseMount(field, s, ro)
+	if err != nil {
+		return err
+	}
+	src, err := filepath.EvalSymlinks(m.Host)
+	if err != nil {
+		return errdefs.Invalid(field, "host path %q: %v", m.Host, err)
+	}
+	for _, p := range []string{"/proc", "/dev", "/.airlock"} {
+		if m.Dest == p || strings.HasPrefix(m.Dest, p+"/") {
+			return errdefs.Invalid(field, "cannot mount over %s", p)
+		}
+	}
+	// The mount point is made in the base, under the read-only bind.
+	if err := mountPoint(b.base, m.Dest, src); err != nil {
+		return errdefs.Invalid(field, "mount point %s: %v", m.Dest, err)
+	}
+	return bindAt(b.rootfs, src, m.Dest, ro)
+}
+
+// block makes path p of the sandbox inaccessible: an empty mode-000 tmpfs on a directory, an
+// empty mode-000 file on a file.
+func (b *bundle) block(p string) error {
+	dst, err := process.ResolveIn(b.rootfs, p)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(dst)
+	if err != nil {
+		return nil // nothing there to block
+	}
+	if st.IsDir() {
+		return unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
+	}
+	empty := filepath.Join(b.layer, "blocked-"+strings.ReplaceAll(strings.TrimPrefix(p, "/"), "/", "_"))
+	if err := os.WriteFile(empty, nil, 0); err != nil {
+		return err
+	}
+	return bindRO(empty, dst, true)
+}
+
+// bindAt binds host path src at sandbox path dst of root (whose mount point must exist in the
+// base below it, or is made when root's mount allows).
+func bindAt(root, src, dst string, ro bool) error {
+	p, err := process.ResolveIn(root, dst)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(p); err != nil {
+		return fmt.Errorf("mount point %s: %w", dst, err)
+	}
+	if err := bindRO(src, p, ro); err != nil {
+		return fmt.Errorf("bind %s at %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// bindRO binds src at dst, nosuid and nodev, read-only if ro.
+func bindRO(src, dst string, ro bool) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if ro {
+		flags |= unix.MS_RDONLY
+	}
+	return unix.Mount("", dst, "", flags, "")
+}
+
+// mountPoint makes a directory (for a directory src) or an empty file at sandbox path p of base.
+func mountPoint(base, p, src string) error {
+	dst, err := process.ResolveIn(base, p)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return os.MkdirAll(dst, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return touch(dst)
+}
+
+func touch(p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// unmountAll detaches every mount at or below dir, deepest first, and reports what it could not.
+func unmountAll(dir string) error {
+	var errs []error
+	for _, m := range mountsUnder(dir) {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountsUnder lists the mount points at or below dir in this mount namespace, deepest first.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		p := unescapeMount(f[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

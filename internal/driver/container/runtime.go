@@ -1,0 +1,166 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// runtime is one OCI runtime binary and what differs between them: flags, how init's control
+// socket reaches the container, and who owns the files a sandbox user creates.
+type runtime struct {
+	name    string // sandbox.RuntimeRunsc or sandbox.RuntimeRunc
+	path    string // "" when not installed
+	version string
+	root    string // the runtime's state directory, airlock's own
+	// userns maps sandbox ids to uidBase+id on the host (runc); gVisor's sentry is the sandbox's
+	// kernel and keeps ids as they are.
+	userns   bool
+	uidBase  uint32
+	platform string // runsc: systrap, ptrace, kvm
+	debugLog string // runsc: a directory for its debug logs ("" none)
+}
+
+// hostID is the host uid of sandbox uid id.
+func (r *runtime) hostID(id int) int {
+	if r.userns {
+		return int(r.uidBase) + id
+	}
+	return id
+}
+
+// global are the flags before the subcommand.
+func (r *runtime) global(networked bool) []string {
+	args := []string{"--root", r.root}
+	if r.name == sandbox.RuntimeRunsc {
+		// --network=host: the sentry's sockets are host sockets of the network namespace airlock
+		// made for the sandbox, so airlock's firewall, DNS and proxy police them exactly as they
+		// police the process level. (gVisor's own netstack would send raw frames past that
+		// firewall.) --overlay2=none: writes go to the host-side layer airlock capped at diskMb.
+		net := "none"
+		if networked {
+			net = "host"
+		}
+		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "none")
+		if r.debugLog != "" {
+			args = append(args, "--debug", "--debug-log", r.debugLog+"/")
+		}
+	}
+	return args
+}
+
+// start creates and starts container id from the bundle in dir, detached, with ctl as the
+// container process's descriptor 3, inside gw's network namespace when gw is not nil. It returns
+// the pid the runtime reports: the container's init (runc) or the sandbox process (runsc).
+func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *egress.Gateway) (int, error) {
+	pidFile := filepath.Join(dir, "pid")
+	args := r.global(gw != nil)
+	args = append(args, "run", "--detach", "--bundle", dir, "--pid-file", pidFile)
+	if r.name == sandbox.RuntimeRunsc {
+		args = append(args, "--pass-fd", "3:3")
+	} else {
+		args = append(args, "--preserve-fds", "1", "--no-new-keyring")
+	}
+	args = append(args, id)
+	// The container's init inherits the runtime's standard streams; a file, so that nothing
+	// waits on a pipe the container holds open.
+	logf, err := os.OpenFile(filepath.Join(dir, "runtime.log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(r.path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{ctl}
+	cmd.Dir = dir
+	if gw != nil {
+		// Started inside the sandbox's network namespace, which the bundle does not replace.
+		err = gw.Link.Run(cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", r.name, err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-waited
+		return 0, ctx.Err()
+	}
+	if err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		return 0, fmt.Errorf("%s run: %v: %s", r.name, err, lastLines(out, 5))
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("%s run: no pid file: %w", r.name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s run: bad pid file %q", r.name, b)
+	}
+	return pid, nil
+}
+
+// delete kills container id, if it still runs, and removes the runtime's state of it. A container
+// the runtime does not know is not an error.
+func (r *runtime) delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	args := append(r.global(false), "delete", "--force", id)
+	out, err := exec.CommandContext(ctx, r.path, args...).CombinedOutput()
+	if err != nil && !r.known(id) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s delete %s: %v: %s", r.name, id, err, lastLines(out, 3))
+	}
+	return nil
+}
+
+// known reports whether the runtime has state for container id.
+func (r *runtime) known(id string) bool {
+	_, err := os.Stat(filepath.Join(r.root, id))
+	if err == nil {
+		return true
+	}
+	// runsc keeps "<id>_sandbox:<id>.state"-style files rather than one directory per container.
+	m, _ := filepath.Glob(filepath.Join(r.root, "*"+id+"*"))
+	return len(m) > 0
+}
+
+// list returns the ids of the containers the runtime has state for.
+func (r *runtime) list(ctx context.Context) []string {
+	if r.path == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	args := append(r.global(false), "list", "--quiet")
+	out, err := exec.CommandContext(ctx, r.path, args...).Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(bytes.ToValidUTF8(b, nil))), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,96 @@
+package container
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// initCaps are what airlock's init needs to become the sandbox's user and drop the rest: it
+// holds them only until its lockdown, and no command ever has any.
+var initCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"}
+
+// maskedPaths and readonlyPaths are Docker's: /proc files about the host's kernel and hardware
+// are hidden, and /proc's knobs are read-only.
+var (
+	maskedPaths = []string{"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}
+	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// ociSpec is the runtime spec of a sandbox: airlock's init as its process, the root the bundle
+// assembled, a fresh /proc and /dev, the cgroup limits, and the namespaces.
+func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle, networked bool, pidsLimit int64) *specs.Spec {
+	nofile := uint64(spec.Resources.MaxOpenFiles)
+	s := &specs.Spec{
+		Version:  specs.Version,
+		Hostname: process.Hostname,
+		Root:     &specs.Root{Path: b.rootfs},
+		Process: &specs.Process{
+			Args: []string{"airlock-init"},
+			Env:  []string{"PATH=/.airlock", "GOMAXPROCS=1", "GOTRACEBACK=none"},
+			Cwd:  "/",
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: initCaps, Effective: initCaps, Permitted: initCaps,
+			},
+			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile}},
+			NoNewPrivileges: true,
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=64k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			// gVisor puts a tmpfs of its own on /tmp unless the spec mounts something there: bind
+			// the layer's, so /tmp counts toward diskMb on both runtimes.
+			{Destination: "/tmp", Type: "bind", Source: filepath.Join(b.base, "tmp"), Options: []string{"rbind", "nosuid", "nodev"}},
+			// Shared memory is written memory: it lives in the capped layer.
+			{Destination: "/dev/shm", Type: "bind", Source: filepath.Join(b.layer, "shm"), Options: []string{"rbind", "nosuid", "nodev"}},
+		},
+		Linux: &specs.Linux{
+			CgroupsPath: "/" + cgroupParent + "/" + id,
+			Resources: &specs.LinuxResources{
+				Memory: &specs.LinuxMemory{Limit: ptr(spec.Resources.MemoryMB << 20)},
+				CPU: &specs.LinuxCPU{
+					Period: ptr(uint64(100_000)),
+					Quota:  ptr(int64(spec.Resources.CPU * 100_000)),
+				},
+			},
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
+			},
+			MaskedPaths:   maskedPaths,
+			ReadonlyPaths: readonlyPaths,
+		},
+	}
+	if pidsLimit > 0 {
+		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: pidsLimit}
+	}
+	if !networked {
+		// Loopback only. (A networked sandbox stays in the namespace airlock made and started
+		// the runtime in.)
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+	}
+	if rt.userns {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace}, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: rt.uidBase, Size: uidRange}}
+		s.Linux.UIDMappings, s.Linux.GIDMappings = m, m
+		// The devpts group of the sandbox.
+		s.Mounts[2].Options = append(s.Mounts[2].Options, "gid=5")
+	}
+	return s
+}
+
+func writeSpec(dir string, s *specs.Spec) error {
+	b, err := json.MarshalIndent(s, "", "\t")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,209 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Launcher lets another level run airlock's init inside isolation it built itself — the container
+// level's OCI runtimes (runc, gVisor's runsc). Init then only locks down and serves execs over the
+// same control socket, so every level that launches it behaves the same from Exec on: streams,
+// terminals, signals, timeouts, per-exec usage.
+type Launcher struct {
+	// Start starts the airlock binary, with argv[0] "airlock-init", as the sandbox's PID 1 with
+	// ctl as its descriptor 3, its root filesystem, host name and limits in place, and returns
+	// its host pid (for gVisor: the sandbox's, whose death ends every process inside).
+	Start func(ctx context.Context, ctl *os.File) (pid int, err error)
+	// Cgroup is the cgroup the runtime put the sandbox in, with its limits set.
+	Cgroup *cgroups.Cgroup
+	// PidsLimit is the pids limit the kernel enforces on Cgroup, for Usage.
+	PidsLimit int64
+	// Root is the sandbox's root filesystem as the host reaches it (files API); Layer a path on
+	// its writable layer (disk usage and the disk-full event).
+	Root, Layer string
+	// FileID maps a sandbox uid to the host uid that owns the files it creates under Root.
+	FileID func(uid int) int
+	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
+	// Destroy after init was killed, and must be idempotent.
+	Teardown func(ctx context.Context) error
+}
+
+// Launch starts a sandbox whose init l.Start runs, and returns it ready for Exec. gw, when not
+// nil, is the sandbox's network, which Start must have put init into. On error, everything is
+// released, l.Teardown and gw included.
+func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *egress.Gateway, l Launcher) (*Sandbox, error) {
+	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
+	cfg := &initConfig{
+		Hostname:  sandboxHostname,
+		NoFile:    uint64(spec.Resources.MaxOpenFiles),
+		DiskBytes: spec.Resources.DiskMB << 20,
+		Container: true,
+		HostNet:   gw != nil,
+	}
+	if spec.User != sandbox.UserRoot {
+		cfg.UID, cfg.GID = sandbox.AgentUID, sandbox.AgentUID
+	}
+	s := &Sandbox{id: id, d: d, spec: spec, gw: gw, ext: &l, cg: l.Cgroup,
+		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
+	fail := func(err error) (*Sandbox, error) {
+		s.Destroy(context.Background())
+		return nil, setupErr(err)
+	}
+	driverEnd, initEnd, err := socketPair()
+	if err != nil {
+		return fail(err)
+	}
+	ctl, err := newConn(driverEnd)
+	if err != nil {
+		initEnd.Close()
+		return fail(err)
+	}
+	s.ctl = ctl
+	t0 := time.Now()
+	s.pid, err = l.Start(ctx, initEnd)
+	initEnd.Close()
+	if err != nil {
+		return fail(err)
+	}
+	if s.proc, err = os.FindProcess(s.pid); err != nil {
+		return fail(err)
+	}
+	tStarted := time.Since(t0)
+	go waitExit(s.pid, s.exited)
+	ready := make(chan *message, 1)
+	s.waiters[""] = ready
+	go s.readLoop()
+
+	<-d.filterDone
+	if d.filterErr != nil {
+		return fail(d.filterErr)
+	}
+	cfg.Seccomp = d.filter
+	if err := ctl.send(&message{Kind: msgConfig, Config: cfg}); err != nil {
+		return fail(fmt.Errorf("send config: %w", err))
+	}
+	if s.events, err = l.Cgroup.OpenEvents(); err != nil {
+		return fail(err)
+	}
+	if err := ctl.send(&message{Kind: msgPlaced}); err != nil {
+		return fail(fmt.Errorf("init is gone: %w", err))
+	}
+	if err := s.awaitReady(ctx, ready); err != nil {
+		return fail(err)
+	}
+	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "ready", time.Since(t0))
+	return s, nil
+}
+
+// awaitReady waits for init's answer to its configuration.
+func (s *Sandbox) awaitReady(ctx context.Context, ready chan *message) error {
+	select {
+	case m := <-ready:
+		if m == nil {
+			return errors.New("init exited during setup")
+		}
+		if m.Kind != msgReady {
+			return errors.New(m.Error)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	delete(s.waiters, "")
+	s.mu.Unlock()
+	s.created = time.Now()
+	return nil
+}
+
+// waitExit closes exited when pid, which need not be this process's child, has exited.
+func waitExit(pid int, exited chan struct{}) {
+	defer close(exited)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	for {
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// rootPath is the sandbox's root as the host reaches it.
+func (s *Sandbox) rootPath() string {
+	if s.ext != nil && s.ext.Root != "" {
+		return s.ext.Root
+	}
+	return fmt.Sprintf("/proc/%d/root", s.pid)
+}
+
+// layerPath is a directory on the sandbox's writable layer, as the host reaches it.
+func (s *Sandbox) layerPath() string {
+	if s.ext != nil && s.ext.Layer != "" {
+		return s.ext.Layer
+	}
+	return fmt.Sprintf("/proc/%d/root/tmp", s.pid)
+}
+
+// hostID is the host uid owning files the sandbox's user uid creates.
+func (s *Sandbox) hostID(uid int) int {
+	if s.ext != nil && s.ext.FileID != nil {
+		return s.ext.FileID(uid)
+	}
+	return int(s.d.cfg.UIDBase) + uid
+}
+
+// HostTemplate is the host template of SPEC §3 for a level that assembles it another way: the
+// host directories bound read-only at the same path, the merged-/usr symlinks, and the generated
+// /etc for spec's network (a directory to bind read-only at /etc).
+type HostTemplate struct {
+	Dirs     []string
+	Symlinks map[string]string // path → target
+	Etc      string
+}
+
+// Template returns the host template for spec.
+func (d *Driver) Template(spec sandbox.Spec) (HostTemplate, error) {
+	etc, err := d.etcTemplate(d.resolver(spec))
+	if err != nil {
+		return HostTemplate{}, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
+	}
+	t := HostTemplate{Etc: etc, Symlinks: map[string]string{}}
+	for _, b := range d.host.binds {
+		t.Dirs = append(t.Dirs, b.Src)
+	}
+	for _, l := range d.host.symlinks {
+		t.Symlinks[l.Path] = l.Target
+	}
+	return t, nil
+}
+
+// NameFiles are the files that make a root filesystem of an image resolve names by spec's network
+// policy: /etc/hostname, /etc/hosts and /etc/resolv.conf, path → content.
+func (d *Driver) NameFiles(spec sandbox.Spec) map[string]string {
+	out := map[string]string{}
+	for _, f := range etcFiles(sandboxHostname, false, d.resolver(spec)) {
+		out[f.Path] = f.Content
+	}
+	return out
+}
+
+// Hostname is every sandbox's host name.
+const Hostname = sandboxHostname
+
+// ResolveIn returns root+p with every symlink along p resolved as if root were "/", so that a root
+// filesystem's absolute symlinks cannot point a mount at the host. The last component may not
+// exist yet.
+func ResolveIn(root, p string) (string, error) { return resolveIn(root, p) }

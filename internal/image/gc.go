@@ -1,0 +1,187 @@
+package image
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/errdefs"
+)
+
+// Lease keeps an image's layers in the store while a sandbox uses them: it holds a shared
+// flock on each layer directory, which GC (in any process) will not delete. The locks go with
+// the process, so a crashed daemon leaks nothing.
+type Lease struct {
+	once  sync.Once
+	files []*os.File
+}
+
+// Release lets GC delete the layers again. It is idempotent.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		for _, f := range l.files {
+			f.Close()
+		}
+		l.files = nil
+	})
+}
+
+// Acquire leases img's layers. Taken under the store's lock, so no GC can delete a layer
+// between the image's lookup and the lease.
+func (s *Store) Acquire(img Image) (*Lease, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	l := &Lease{}
+	for _, id := range img.Layers {
+		d, err := s.layerDir(id)
+		if err != nil {
+			l.Release()
+			return nil, err
+		}
+		f, err := tryLock(d, unix.LOCK_SH)
+		if err != nil {
+			l.Release()
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, errdefs.New(errdefs.ErrNotFound, "image %q: layer %s is not in the store; run `airlock pull %s`", img.Ref, id, img.Ref)
+			}
+			return nil, fmt.Errorf("image %q: lease layer %s: %w", img.Ref, id, err)
+		}
+		l.files = append(l.files, f)
+	}
+	return l, nil
+}
+
+// Remove untags ref (normalized first; a digest "sha256:..." removes every ref of that
+// image), then collects what no image refers to.
+func (s *Store) Remove(ref string) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	idx, err := s.readIndex()
+	if err == nil {
+		var img Image
+		if img, err = idx.find(ref); err == nil {
+			if isDigest(ref) {
+				for k, v := range idx.Images {
+					if v.Digest == img.Digest {
+						delete(idx.Images, k)
+					}
+				}
+			} else {
+				delete(idx.Images, img.Ref)
+			}
+			err = s.writeIndex(idx)
+		}
+	}
+	unlock()
+	if err != nil {
+		return err
+	}
+	_, _, err = s.GC()
+	return err
+}
+
+// GC deletes the unpacked layers and the manifests no image refers to, except layers a lease
+// or a pull holds. It returns the number of layers deleted and the bytes freed.
+func (s *Store) GC() (removed int, freed int64, err error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return 0, 0, err
+	}
+	// Layers to delete: locked, renamed into tmp/, deleted once the store's lock is let go.
+	type doomedLayer struct {
+		lock *os.File
+		path string
+	}
+	var doomed []doomedLayer
+	defer func() {
+		for _, d := range doomed {
+			os.RemoveAll(d.path)
+			d.lock.Close()
+		}
+	}()
+	defer unlock()
+
+	idx, err := s.readIndex()
+	if err != nil {
+		return 0, 0, err
+	}
+	layers, manifests := map[string]bool{}, map[string]bool{}
+	for _, img := range idx.Images {
+		manifests[img.Digest] = true
+		for _, l := range img.Layers {
+			layers[l] = true
+		}
+	}
+	changed := false
+	entries, err := os.ReadDir(filepath.Join(s.dir, "layers", "sha256"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("image store: %w", err)
+	}
+	for _, e := range entries {
+		id := "sha256:" + e.Name()
+		if layers[id] {
+			continue
+		}
+		d := filepath.Join(s.dir, "layers", "sha256", e.Name())
+		f, err := tryLock(d, unix.LOCK_EX)
+		if err != nil {
+			continue // leased, or not ours to understand
+		}
+		n, ok := idx.Layers[id]
+		if !ok {
+			n = duSize(d)
+		}
+		tmp := filepath.Join(s.dir, "tmp", "gc-"+e.Name())
+		if err := os.Rename(d, tmp); err != nil {
+			f.Close()
+			s.log.Warn("image store: cannot collect layer", "layer", id, "err", err)
+			continue
+		}
+		// The lock stays with the directory, so no sweep in another process takes it meanwhile.
+		doomed = append(doomed, doomedLayer{f, tmp})
+		delete(idx.Layers, id)
+		changed = true
+		removed++
+		freed += n
+	}
+	for id := range idx.Layers {
+		if !layers[id] {
+			if d, _ := s.layerDir(id); d != "" {
+				if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+					delete(idx.Layers, id)
+					changed = true
+				}
+			}
+		}
+	}
+	entries, err = os.ReadDir(filepath.Join(s.dir, "manifests", "sha256"))
+	if err != nil {
+		return removed, freed, fmt.Errorf("image store: %w", err)
+	}
+	for _, e := range entries {
+		if manifests["sha256:"+e.Name()] {
+			continue
+		}
+		d := filepath.Join(s.dir, "manifests", "sha256", e.Name())
+		freed += duSize(d)
+		os.RemoveAll(d)
+	}
+	if changed {
+		if err := s.writeIndex(idx); err != nil {
+			return removed, freed, err
+		}
+	}
+	if removed > 0 {
+		s.log.Info("image store: collected", "layers", removed, "bytes", freed)
+	}
+	return removed, freed, nil
+}
