@@ -14,6 +14,8 @@ command -v ip >/dev/null || need+=(iproute2)          # network tests build thei
 command -v tc >/dev/null || need+=(iproute2)
 command -v nsenter >/dev/null || need+=(util-linux)   # network tests run the daemon in a test namespace
 [ -x /usr/bin/curl ] || need+=(curl)                  # network tests run curl inside sandboxes
+command -v runc >/dev/null || need+=(runc)            # the container level's second runtime
+[ -x /bin/busybox ] || need+=(busybox-static)         # image tests build a tiny image from it
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
@@ -24,4 +26,24 @@ if [ ${#need[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# gVisor's runsc, pinned, for the container level's default runtime. It must be statically linked
+# (CGO_ENABLED=0): gVisor re-executes itself inside an empty root, where no dynamic loader exists.
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
+RUNSC=/usr/local/bin/runsc
+static() { file -L "$1" 2>/dev/null | grep -q 'statically linked'; }
+if [ ! -x "$RUNSC" ] || ! static "$RUNSC" || ! grep -qs "$RUNSC_VERSION" "$RUNSC.version"; then
+	command -v file >/dev/null || { apt-get install -y -qq --no-install-recommends file >/dev/null; }
+	echo "setup: building gVisor runsc $RUNSC_VERSION (about 2 minutes)"
+	tmp=$(mktemp -d)
+	if CGO_ENABLED=0 GOBIN="$tmp" go install "gvisor.dev/gvisor/runsc@$RUNSC_VERSION" && static "$tmp/runsc"; then
+		install -m 0755 "$tmp/runsc" "$RUNSC"
+		echo "$RUNSC_VERSION" >"$RUNSC.version"
+	elif [ "$(id -u)" = 0 ] && apt-get install -y -qq --no-install-recommends runsc >/dev/null 2>&1; then
+		echo "setup: go install of runsc failed; using Debian's runsc package instead" >&2
+	else
+		echo "setup: could not install runsc; the container level will offer runc only (airlock doctor says why)" >&2
+	fi
+	rm -rf "$tmp"
 fi

@@ -8,13 +8,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/image"
 )
 
@@ -24,10 +22,9 @@ func openImages(e *env, h *hostFlags) (*image.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return image.Open(imagesDir(cfg), image.Options{}, e.log)
+	dir, opts := cfg.ImageStore()
+	return image.Open(dir, opts, e.log)
 }
-
-func imagesDir(cfg config.Config) string { return filepath.Join(cfg.DataDir, "images") }
 
 // pullCmd is `airlock pull REF`: pull an image into the data dir's store (the daemon need not
 // run; it sees the image at once). Progress goes to stderr, the digest to stdout.

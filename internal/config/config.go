@@ -14,8 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // Version is the configuration file format this airlock reads.
@@ -44,6 +47,29 @@ type Config struct {
 	Process ProcessConfig `json:"process"`
 	// Network configures sandboxes' networks (SPEC §4).
 	Network NetworkConfig `json:"network"`
+	// Container is the container level: OCI runtimes.
+	Container ContainerConfig `json:"container"`
+	// Images is the OCI image store under DataDir/images.
+	Images ImagesConfig `json:"images"`
+}
+
+// ContainerConfig configures the container level.
+type ContainerConfig struct {
+	// Runtime is the runtime of sandboxes that name none: runsc (gVisor, default) or runc.
+	Runtime string `json:"runtime"`
+	// Runsc and Runc are the runtimes' binaries; empty means found in PATH.
+	Runsc string `json:"runsc"`
+	Runc  string `json:"runc"`
+	// RunscPlatform is gVisor's platform: systrap (default), ptrace or kvm.
+	RunscPlatform string `json:"runscPlatform"`
+	// CgroupParent is where the runtimes make sandboxes' cgroups.
+	CgroupParent string `json:"cgroupParent"`
+}
+
+// ImagesConfig configures the image store.
+type ImagesConfig struct {
+	// MaxImageSizeMb caps an image's size, compressed and unpacked (default 8192).
+	MaxImageSizeMb int64 `json:"maxImageSizeMb"`
 }
 
 // NetworkConfig is the operator's part of every sandbox's network policy.
@@ -106,13 +132,16 @@ type ProcessConfig struct {
 // Default returns the configuration airlock runs with when nothing is set.
 func Default() Config {
 	p := process.DefaultConfig()
+	cd := container.DefaultConfig()
 	return Config{
-		Version:  Version,
-		DataDir:  defaultDataDir(),
-		Listen:   "127.0.0.1:7070",
-		Database: DatabaseConfig{Sync: "normal"},
-		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30},
-		Process:  ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
+		Version:   Version,
+		DataDir:   defaultDataDir(),
+		Listen:    "127.0.0.1:7070",
+		Database:  DatabaseConfig{Sync: "normal"},
+		Limits:    LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30},
+		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
+		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent},
+		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
 	}
 }
 
@@ -165,7 +194,20 @@ func (c Config) Validate() error {
 	if g := c.Process.OrphanGraceSeconds; g < 0 || g > 3600 {
 		return errors.New("config: process.orphanGraceSeconds must be between 0 and 3600")
 	}
-	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+65536 > 1<<32-1 {
+	if r := c.Container.Runtime; r != sandbox.RuntimeRunsc && r != sandbox.RuntimeRunc {
+		return fmt.Errorf("config: container.runtime must be runsc or runc (got %q)", r)
+	}
+	if p := c.Container.RunscPlatform; p != "systrap" && p != "ptrace" && p != "kvm" {
+		return fmt.Errorf("config: container.runscPlatform must be systrap, ptrace or kvm (got %q)", p)
+	}
+	if p := c.Container.CgroupParent; p == "" || filepath.IsAbs(p) || filepath.Clean(p) != p || strings.HasPrefix(p, "..") || p == c.Process.CgroupParent {
+		return fmt.Errorf("config: container.cgroupParent %q must be a clean relative cgroup path other than process.cgroupParent", p)
+	}
+	if c.Images.MaxImageSizeMb < 1 {
+		return errors.New("config: images.maxImageSizeMb must be ≥ 1")
+	}
+	// The container level maps the range after the process level's.
+	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+2*65536 > 1<<32-1 {
 		return errors.New("config: process.uidBase must leave room for 65536 ids above 65535")
 	}
 	if _, err := c.Egress(); err != nil {
@@ -212,6 +254,22 @@ func (c Config) Egress() (egress.Config, error) {
 		e.Secrets[name] = v
 	}
 	return e, nil
+}
+
+// ContainerDriver returns the container level's configuration (its network and images are
+// attached by package levels).
+func (c Config) ContainerDriver() container.Config {
+	d := container.DefaultConfig()
+	d.Runtime, d.Runsc, d.Runc, d.RunscPlatform = c.Container.Runtime, c.Container.Runsc, c.Container.Runc, c.Container.RunscPlatform
+	d.CgroupParent = c.Container.CgroupParent
+	d.StateDir = filepath.Join(c.DataDir, "container")
+	d.UIDBase = c.Process.UIDBase + 65536
+	return d
+}
+
+// ImageStore returns the image store's directory and options.
+func (c Config) ImageStore() (string, image.Options) {
+	return filepath.Join(c.DataDir, "images"), image.Options{MaxImageBytes: c.Images.MaxImageSizeMb << 20}
 }
 
 // ProcessDriver returns the process level's configuration.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -127,4 +128,25 @@ type HostFacter interface {
 // recorded and still alive.
 type Adopter interface {
 	Adopt(ctx context.Context, id string, spec sandbox.Spec, host json.RawMessage) (Sandbox, error)
+}
+
+// Images gives levels the unpacked layers of an OCI image reference (pulling it when needed):
+// directories bottom layer first, the image's environment, and a release that lets the layers
+// be collected again once the sandbox is gone.
+type Images interface {
+	Layers(ctx context.Context, ref string) (dirs, env []string, release func(), err error)
+}
+
+// WithImageEnv is a sandbox's environment over its image's (PATH, LANG, PYTHON_VERSION, ...).
+func WithImageEnv(env map[string]string, image []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range image {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			out[k] = v
+		}
+	}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -184,4 +185,23 @@ func (s *Store) GC() (removed int, freed int64, err error) {
 		s.log.Info("image store: collected", "layers", removed, "bytes", freed)
 	}
 	return removed, freed, nil
+}
+
+// Layers gives a sandbox the unpacked layers of ref (bottom first) and the image's environment,
+// pulling it first when it is not in the store; release lets the layers be collected again once
+// the sandbox is gone.
+func (s *Store) Layers(ctx context.Context, ref string) (dirs, env []string, release func(), err error) {
+	img, err := s.Ensure(ctx, ref, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lease, err := s.Acquire(img)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if dirs, err = s.LayerDirs(img); err != nil {
+		lease.Release()
+		return nil, nil, nil, err
+	}
+	return dirs, img.Config.Env, lease.Release, nil
 }

@@ -8,18 +8,43 @@ import (
 
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 )
 
 // Registry probes the host and returns every compiled-in level, attached to the network service
-// (nil: only egress "none" is offered).
+// (nil: only egress "none" is offered) and to the image store of cfg's data dir.
 func Registry(cfg config.Config, network *egress.Service, log *slog.Logger) *driver.Registry {
 	r := driver.NewRegistry()
+	images := Images(cfg, log)
 	p := cfg.ProcessDriver()
 	p.Network = network
-	r.Register(process.New(p, log.With("level", "process")))
+	if images != nil {
+		p.Images = images
+	}
+	proc := process.New(p, log.With("level", "process"))
+	r.Register(proc)
+	c := cfg.ContainerDriver()
+	c.Network = network
+	if images != nil {
+		c.Images = images
+	}
+	r.Register(container.New(c, proc, log.With("level", "container")))
 	return r
+}
+
+// Images opens the image store of cfg, or logs why it cannot and returns nil (sandboxes from
+// images are then refused with that reason).
+func Images(cfg config.Config, log *slog.Logger) *image.Store {
+	dir, opts := cfg.ImageStore()
+	s, err := image.Open(dir, opts, log.With("component", "images"))
+	if err != nil {
+		log.Warn("image store unavailable", "dir", dir, "err", err)
+		return nil
+	}
+	return s
 }
 
 // Network returns the network service of cfg (validated already by cfg.Validate).

@@ -48,15 +48,9 @@ type Config struct {
 	Network *egress.Service
 	// Images resolves `image:` to the layer directories of a pulled image (nil: images
 	// unavailable).
-	Images ImageSource
+	Images driver.Images
 	// DebugLogs, when set, is a directory for runsc's debug logs.
 	DebugLogs string
-}
-
-// ImageSource gives the unpacked layers of an image reference, pulling it when needed, and
-// keeps them from being collected while a sandbox uses them.
-type ImageSource interface {
-	Layers(ctx context.Context, ref string) (dirs []string, release func(), err error)
 }
 
 // DefaultConfig returns the defaults.
@@ -238,11 +232,12 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		if d.cfg.Images == nil {
 			return nil, errdefs.Unavailable("image", "no image store is configured")
 		}
-		layers, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
+		layers, env, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
 		if err != nil {
 			return nil, err
 		}
 		release = rel
+		spec.Environment = driver.WithImageEnv(spec.Environment, env)
 		// overlayfs takes the top layer first.
 		for i := len(layers) - 1; i >= 0; i-- {
 			lowers = append(lowers, layers[i])

@@ -25,11 +25,11 @@ type initConfig struct {
 
 // rootPlan describes the sandbox's root filesystem.
 type rootPlan struct {
-	// Lower is a host directory used read-only under an overlay whose upper layer is the
-	// writable layer (the --rootfs template). Empty means the host template: bind mounts of the
-	// host's /usr and friends under a read-only root.
-	Lower    string      `json:"lower,omitempty"`
-	LowerFd  int         `json:"lowerFd"` // index of an O_PATH descriptor of Lower
+	// Lowers are host directories stacked read-only (top first) under an overlay whose upper
+	// layer is the writable layer: a --rootfs directory, or an image's layers. None means the
+	// host template: bind mounts of the host's /usr and friends under a read-only root.
+	Lowers   []string    `json:"lowers,omitempty"`
+	LowerFds []int       `json:"lowerFds,omitempty"` // indexes of the Lowers' mount trees
 	Binds    []bindMount `json:"binds,omitempty"`
 	Symlinks []symlink   `json:"symlinks,omitempty"`
 	Files    []plainFile `json:"files,omitempty"`

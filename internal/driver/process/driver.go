@@ -47,6 +47,8 @@ type Config struct {
 	// one dies, its init keeps it this long for a new one to connect (Adopt), then ends it. Zero
 	// (the one-shot runner) ends a sandbox as soon as its maker is gone.
 	OrphanGrace time.Duration
+	// Images gives sandboxes made from an OCI image their layers (nil: images unavailable).
+	Images driver.Images
 	// Network attaches sandboxes whose egress policy is not "none" (nil: only "none" is
 	// available). Its sandboxes are in a namespace owned by the host, with airlock's firewall.
 	Network *egress.Service
@@ -128,25 +130,45 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if networked && d.cfg.Network == nil {
 		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
 	}
+	var lowers []string
+	release := func() {}
 	if spec.Image != "" {
-		return nil, errdefs.Unavailable("image", "OCI images are not available in this version (use a rootfs directory)")
+		if d.cfg.Images == nil {
+			return nil, errdefs.Unavailable("image", "no image store is configured")
+		}
+		dirs, env, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
+		if err != nil {
+			return nil, err
+		}
+		release = rel
+		for i := len(dirs) - 1; i >= 0; i-- { // overlayfs takes the top layer first
+			lowers = append(lowers, dirs[i])
+		}
+		spec.Environment = driver.WithImageEnv(spec.Environment, env)
 	}
-	cfg, err := d.plan(id, spec)
+	cfg, err := d.plan(id, spec, lowers)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	var gw *egress.Gateway
 	if networked {
 		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
+			release()
 			return nil, err
 		}
 		cfg.HostNet = true
 	}
 	s, err := d.start(ctx, id, spec, cfg, gw)
-	if err != nil && gw != nil {
-		gw.Close()
+	if err != nil {
+		if gw != nil {
+			gw.Close()
+		}
+		release()
+		return nil, err
 	}
-	return s, err
+	s.release = release
+	return s, nil
 }
 
 // start launches init in new namespaces and sends it the plan. While init boots and builds the
@@ -312,12 +334,13 @@ func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 		return len(files) - 1, nil
 	}
 	r := &cfg.Root
-	if r.Lower != "" {
-		i, err := clone(r.Lower, true, initPid)
+	r.LowerFds = nil
+	for _, l := range r.Lowers {
+		i, err := clone(l, true, initPid)
 		if err != nil {
 			return nil, err
 		}
-		r.LowerFd = i
+		r.LowerFds = append(r.LowerFds, i)
 	}
 	for j := range r.Binds {
 		i, err := clone(r.Binds[j].Src, r.Binds[j].ReadOnly, 0)

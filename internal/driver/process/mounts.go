@@ -50,20 +50,25 @@ func buildRoot(c *initConfig, fds []int) error {
 		return err
 	}
 	r := c.Root
-	if r.Lower != "" {
-		lower, err := src(r.LowerFd)
-		if err != nil {
-			return err
+	if len(r.Lowers) > 0 {
+		var dirs []string
+		for i, fd := range r.LowerFds {
+			lower, err := src(fd)
+			if err != nil {
+				return err
+			}
+			d := fmt.Sprintf("/l%d", i)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return err
+			}
+			if err := unix.MoveMount(lower, "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach root layer %s: %w", r.Lowers[i], err)
+			}
+			dirs = append(dirs, d)
 		}
-		if err := os.Mkdir("/lower", 0o755); err != nil {
-			return err
-		}
-		if err := unix.MoveMount(lower, "", unix.AT_FDCWD, "/lower", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("attach rootfs %s: %w", r.Lower, err)
-		}
-		o := "lowerdir=/lower,upperdir=/upper,workdir=/work,userxattr"
+		o := "lowerdir=" + strings.Join(dirs, ":") + ",upperdir=/upper,workdir=/work,userxattr"
 		if err := unix.Mount("overlay", "/newroot", "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
-			return fmt.Errorf("mount overlay rootfs on %s: %w", r.Lower, err)
+			return fmt.Errorf("mount overlay rootfs on %s: %w", strings.Join(r.Lowers, ":"), err)
 		}
 	} else if err := unix.Mount("/newroot", "/newroot", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind new root: %w", err)
@@ -79,7 +84,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		}
 	}
 	for _, d := range r.Dirs {
-		if err := writableDir(d, r.Lower == ""); err != nil {
+		if err := writableDir(d, len(r.Lowers) == 0); err != nil {
 			return err
 		}
 	}
@@ -113,7 +118,7 @@ func buildRoot(c *initConfig, fds []int) error {
 			return err
 		}
 	}
-	if r.Lower == "" {
+	if len(r.Lowers) == 0 {
 		if err := remount("/newroot", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 			return fmt.Errorf("make root read-only: %w", err)
 		}

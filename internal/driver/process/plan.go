@@ -66,7 +66,8 @@ func probeHostTemplate() (hostTemplate, error) {
 }
 
 // plan turns a validated spec into init's configuration.
-func (d *Driver) plan(id string, spec sandbox.Spec) (*initConfig, error) {
+// lowers, when given, are an image's layers, top first.
+func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfig, error) {
 	c := &initConfig{
 		Hostname:  sandboxHostname,
 		NoFile:    uint64(spec.Resources.MaxOpenFiles),
@@ -80,7 +81,10 @@ func (d *Driver) plan(id string, spec sandbox.Spec) (*initConfig, error) {
 		c.UID, c.GID = sandbox.AgentUID, sandbox.AgentUID
 	}
 	r := &c.Root
-	if spec.Rootfs != "" {
+	if len(lowers) > 0 {
+		r.Lowers = lowers
+		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
+	} else if spec.Rootfs != "" {
 		lower, err := filepath.EvalSymlinks(spec.Rootfs)
 		if err != nil {
 			return nil, errdefs.Invalid("rootfs", "%v", err)
@@ -88,7 +92,7 @@ func (d *Driver) plan(id string, spec sandbox.Spec) (*initConfig, error) {
 		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
 			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.Rootfs)
 		}
-		r.Lower = lower
+		r.Lowers = []string{lower}
 		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
 	} else {
 		etc, err := d.etcTemplate(d.resolver(spec))
@@ -150,7 +154,7 @@ func userBind(field, s string, ro bool) (bindMount, error) {
 // landRules is the Landlock view of the same filesystem: everything readable and executable,
 // writes only where the mounts allow them. It is a second wall should a mount be misconfigured.
 func landRules(c *initConfig, spec sandbox.Spec) []landRule {
-	if c.Root.Lower != "" {
+	if len(c.Root.Lowers) > 0 {
 		// A directory rootfs is writable throughout (copy-on-write into the layer).
 		return []landRule{{Path: "/", Write: true}}
 	}

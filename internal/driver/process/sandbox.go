@@ -33,6 +33,7 @@ type Sandbox struct {
 	created time.Time
 	gw      *egress.Gateway // the sandbox's network; nil for egress "none" (loopback only)
 	ext     *Launcher       // set when another level's runtime started init (Launch)
+	release func()          // lets an image's layers be collected again (nil: no image)
 
 	mu      sync.Mutex // guards waiters, and delivery to them (see readLoop)
 	waiters map[string]chan *message
@@ -286,6 +287,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		}
 		if s.d.cfg.OrphanGrace > 0 {
 			os.Remove(s.d.adoptSocket(s.id))
+		}
+		if s.release != nil {
+			s.release()
 		}
 	})
 	return s.destroyErr
