@@ -4,6 +4,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,9 +264,18 @@ func (c Config) ContainerDriver() container.Config {
 	d := container.DefaultConfig()
 	d.Runtime, d.Runsc, d.Runc, d.RunscPlatform = c.Container.Runtime, c.Container.Runsc, c.Container.Runc, c.Container.RunscPlatform
 	d.CgroupParent = c.Container.CgroupParent
-	d.StateDir = filepath.Join(c.DataDir, "container")
+	d.StateDir = ContainerStateDir(c.DataDir)
 	d.UIDBase = c.Process.UIDBase + 65536
 	return d
+}
+
+// ContainerStateDir is where the container level of the airlock using dataDir keeps its bundles
+// and the runtimes' state: under /run/airlock, not in the data dir, because runc's user namespace
+// root must be able to traverse every directory above a sandbox's root, and the data dir is
+// private (0700). One directory per data dir, so airlocks on different data dirs never meet.
+func ContainerStateDir(dataDir string) string {
+	h := sha256.Sum256([]byte(filepath.Clean(dataDir)))
+	return filepath.Join("/run/airlock/container", hex.EncodeToString(h[:6]))
 }
 
 // ImageStore returns the image store's directory and options.

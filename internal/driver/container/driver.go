@@ -249,6 +249,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		if uerr := unmountAll(b.dir); uerr != nil && err == nil {
 			err = uerr
 		}
+		if cerr := removeCgroups(d.cfg.CgroupParent, id); cerr != nil && err == nil {
+			err = cerr
+		}
 		os.RemoveAll(b.dir)
 		release()
 		return err
@@ -310,7 +313,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 // the many mounts of sandboxes' roots then never propagate into other mount namespaces.
 func (d *Driver) ensurePrivate() error {
 	dir := filepath.Join(d.cfg.StateDir, "bundles")
-	if err := os.MkdirAll(dir, 0o711); err != nil {
+	if err := mkdirTraversable(dir); err != nil {
 		return err
 	}
 	for _, m := range mountsUnder(dir) {
@@ -322,4 +325,19 @@ func (d *Driver) ensurePrivate() error {
 		return err
 	}
 	return unix.Mount("", dir, "", unix.MS_PRIVATE, "")
+}
+
+// mkdirTraversable makes dir and its missing parents with mode 0711: runc's user-namespace root
+// must be able to pass through every directory above a sandbox's root (but list none of them).
+func mkdirTraversable(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := mkdirTraversable(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return os.Chmod(dir, 0o711)
 }

@@ -3,6 +3,7 @@ package container
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	if d.cgroups != nil {
 		d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)
 	}
-	return err
+	return errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
 }
 
 // orphanAge is how old a bundle must be before Sweep takes it for an orphan: younger ones may
@@ -109,12 +110,7 @@ func startTime(pid int) (uint64, error) {
 // state directory on their command line). Tests call it after tearing sandboxes down.
 func (d *Driver) Leftovers() []string {
 	var out []string
-	if d.cgroups != nil {
-		names, _ := d.cgroups.List(d.cfg.CgroupParent)
-		for _, n := range names {
-			out = append(out, "cgroup "+d.cfg.CgroupParent+"/"+n)
-		}
-	}
+	out = append(out, cgroupDirs(d.cfg.CgroupParent, "*")...)
 	for name, rt := range d.runtimes {
 		for _, id := range rt.list(context.Background()) {
 			out = append(out, name+" container "+id)
@@ -177,4 +173,39 @@ func zombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
+}
+
+// cgroupDirs are the directories of cgroup parent/name (name may be a glob) in every mounted
+// hierarchy: the runtimes make one in each v1 hierarchy (blkio, cpuset, devices, name=systemd,
+// ...), not only in the controllers airlock reads.
+func cgroupDirs(parent, name string) []string {
+	var out []string
+	for _, pat := range []string{"/sys/fs/cgroup/*/" + parent + "/" + name, "/sys/fs/cgroup/" + parent + "/" + name} {
+		m, _ := filepath.Glob(pat)
+		for _, d := range m {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// removeCgroups removes the (empty, once the container is gone) directories of cgroup parent/id
+// in every hierarchy the runtime used, retrying briefly while the kernel finishes with them.
+func removeCgroups(parent, id string) error {
+	var err error
+	for try := 0; try < 50; try++ {
+		err = nil
+		for _, d := range cgroupDirs(parent, id) {
+			if rerr := os.Remove(d); rerr != nil && !os.IsNotExist(rerr) {
+				err = errors.Join(err, rerr)
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s/%s: %w", parent, id, err)
 }

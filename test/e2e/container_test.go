@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/config"
+)
+
+// containerLeaks lists what the container level left under dataDir and on the host: bundles,
+// mounts, runtime state, cgroups and runsc processes.
+func containerLeaks(dataDir string) []string {
+	var out []string
+	state := config.ContainerStateDir(dataDir)
+	bundles := filepath.Join(state, "bundles")
+	ents, _ := os.ReadDir(bundles)
+	for _, e := range ents {
+		out = append(out, "bundle "+e.Name())
+	}
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], bundles+"/") {
+			out = append(out, "mount "+f[4])
+		}
+	}
+	for _, rt := range []string{"runsc", "runc"} {
+		st, _ := filepath.Glob(filepath.Join(state, rt, "*"))
+		for _, s := range st {
+			if fi, err := os.Stat(s); err == nil && (fi.IsDir() || strings.HasSuffix(s, ".state")) {
+				out = append(out, rt+" state "+filepath.Base(s))
+			}
+		}
+	}
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/airlock-container/sbx_*")
+	out = append(out, cg...)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if c, _ := os.ReadFile(p); strings.Contains(string(c), state+"/runsc") {
+			out = append(out, "process "+strings.ReplaceAll(string(c), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func waitNoContainerLeaks(t *testing.T, dataDir string) {
+	t.Helper()
+	var leaks []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if leaks = containerLeaks(dataDir); len(leaks) == 0 {
+			return
+		}
+	}
+	t.Fatalf("container level left behind: %s", strings.Join(leaks, "; "))
+}
+
+// TestContainerLevel drives container sandboxes of both runtimes through the daemon: create, exec,
+// the files API, network policy none, terminate; then a kill -9 of the daemon with a sandbox
+// live, and a restart that marks it failed and removes every trace.
+func TestContainerLevel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	key := newKey(t, dataDir, "t1")
+	d := startDaemon(t, dataDir)
+	c := d.client(key)
+	for _, rt := range []string{"runc", "runsc"} {
+		t.Run(rt, func(t *testing.T) {
+			spec := smallSpec()
+			spec.Isolation, spec.Runtime = "container", rt
+			sb, err := c.Create(bg(), spec)
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "uname -r; id -u; echo data > /workspace/f; ip -o link 2>/dev/null | wc -l"}})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("exec: %v %+v", err, res)
+			}
+			lines := strings.Fields(res.Stdout)
+			if len(lines) < 2 || lines[1] != "1000" || (rt == "runsc") != strings.Contains(lines[0], "gvisor") {
+				t.Fatalf("exec output %q", res.Stdout)
+			}
+			rc, err := c.ReadFile(bg(), sb.ID, "/workspace/f")
+			if err != nil {
+				t.Fatalf("files API: %v", err)
+			}
+			got := make([]byte, 16)
+			n, _ := rc.Read(got)
+			rc.Close()
+			if string(got[:n]) != "data\n" {
+				t.Fatalf("files API read %q", got[:n])
+			}
+			if _, err := c.Terminate(bg(), sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			waitNoContainerLeaks(t, dataDir)
+		})
+	}
+	// A bad runtime is a 400 naming the field; the process level takes no runtime.
+	for _, s := range []api.Spec{{Isolation: "container", Runtime: "crun"}, {Runtime: "runc"}} {
+		if _, err := c.Create(bg(), s); err == nil || clientErr(t, err).Field != "runtime" {
+			t.Fatalf("spec %+v: want a 400 naming runtime, got %v", s, err)
+		}
+	}
+
+	// kill -9 with a live container sandbox: its init ends the container when the control socket
+	// closes; the restarted daemon marks it failed and removes the rest.
+	spec := smallSpec()
+	spec.Isolation, spec.Runtime = "container", "runsc"
+	sb, err := c.Create(bg(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill9()
+	d = startDaemon(t, dataDir)
+	c = d.client(key)
+	got, err := c.Get(bg(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "failed" && got.Status != "terminated" {
+		t.Fatalf("after restart: status %s, want failed", got.Status)
+	}
+	waitNoContainerLeaks(t, dataDir)
+
+}
