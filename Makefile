@@ -6,7 +6,7 @@ BIN      := bin/airlock
 # A static binary: no dynamic loader at every sandbox start, same binary on every host.
 export CGO_ENABLED := 0
 
-.PHONY: all deps build run demo test bench bench-daemon bench-network vet fmt clean
+.PHONY: all deps build run demo test bench bench-daemon bench-network bench-container vet fmt clean
 
 all: build
 
@@ -44,6 +44,10 @@ bench: deps build
 	$(GO) run ./test/bench -airlock $(BIN)
 	$(GO) run ./test/bench/daemon -airlock $(BIN)
 	$(GO) run ./test/bench/network
+	$(GO) run ./test/bench/container -airlock $(BIN)
+
+bench-container: deps build
+	$(GO) run ./test/bench/container -airlock $(BIN)
 
 bench-network: deps
 	$(GO) run ./test/bench/network
