@@ -53,8 +53,11 @@ func TestSetupErrors(t *testing.T) {
 		{"credential value on the command line", []string{"--credential", "api.a.com:Authorization:value=x", "--", "true"}, 125, []string{"--credential", "never the command line"}},
 		{"network mbps too big", []string{"--network-mbps", "5000", "--", "true"}, 125, []string{"1000"}},
 		{"network bogus", []string{"--network", "bogus", "--", "true"}, 125, []string{"--network"}},
-		{"image", []string{"--image", "python:3.12-slim", "--", "true"}, 125, []string{"image"}},
-		{"isolation not built", []string{"--isolation", "container", "--", "true"}, 125, []string{"container"}},
+		// A registry on a loopback port nothing listens on: unreachable, named in the error.
+		{"image unreachable", []string{"--image", "127.0.0.1:1/missing:1", "--", "true"}, 125, []string{"127.0.0.1:1/missing"}},
+		{"image and rootfs", []string{"--image", "127.0.0.1:1/x:1", "--rootfs", "/", "--", "true"}, 125, []string{"image"}},
+		{"runtime without container", []string{"--runtime", "runc", "--", "true"}, 125, []string{"runtime"}},
+		{"isolation not built", []string{"--isolation", "wasm", "--", "true"}, 125, []string{"wasm"}},
 		{"isolation bogus", []string{"--isolation", "bogus", "--", "true"}, 125, []string{"--isolation"}},
 
 		// Out-of-range numbers name the flag and the range.

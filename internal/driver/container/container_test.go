@@ -30,7 +30,10 @@ func TestMain(m *testing.M) {
 
 // newDriver returns a container driver with its own state, cgroup parent and uid range, for
 // runtime rt.
-func newDriver(t testing.TB, rt string) *container.Driver {
+func newDriver(t testing.TB, rt string) *container.Driver { return newDriverWith(t, rt, nil) }
+
+// newDriverWith is newDriver with changes to the configuration (an image store, say).
+func newDriverWith(t testing.TB, rt string, change func(*container.Config)) *container.Driver {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -61,6 +64,9 @@ func newDriver(t testing.TB, rt string) *container.Driver {
 	cfg.Network = network
 	// runsc's debug logs, kept after the test, for a failure to be looked into.
 	cfg.DebugLogs = os.Getenv("AIRLOCK_RUNSC_LOGS")
+	if change != nil {
+		change(&cfg)
+	}
 	d := container.New(cfg, process.New(pc, log), log)
 	t.Cleanup(func() {
 		d.Sweep(context.Background())
