@@ -78,6 +78,13 @@ func newDriverWith(t testing.TB, rt string, change func(*container.Config)) *con
 		for i := 0; i < 3 && os.Remove(bundles) != nil; i++ {
 			exec_umount(bundles)
 		}
+		// runsc keeps a network namespace bound in its root (null-netns).
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {
+				exec_umount(f[4])
+			}
+		}
 		os.RemoveAll(state)
 	})
 	if c := d.Capabilities(); !c.Available {
