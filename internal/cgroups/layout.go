@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
 // ctrl identifies one controller airlock uses.
@@ -83,10 +85,10 @@ func Detect() (*Layout, error) {
 // parseLayout builds a Layout from mountinfo text. readFile is used for the
 // unified root's cgroup.controllers and for /proc/sys/kernel/osrelease, so
 // tests can describe any host with fixtures.
-func parseLayout(mountinfo string, readFile func(string) ([]byte, error)) (*Layout, error) {
+func parseLayout(table string, readFile func(string) ([]byte, error)) (*Layout, error) {
 	l := &Layout{prepared: make(map[string]bool)}
 	unifiedRoot := ""
-	for _, line := range strings.Split(mountinfo, "\n") {
+	for _, line := range strings.Split(table, "\n") {
 		f := strings.Fields(line)
 		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
 		sep := -1
@@ -99,7 +101,7 @@ func parseLayout(mountinfo string, readFile func(string) ([]byte, error)) (*Layo
 		if sep < 0 || sep+3 >= len(f) {
 			continue
 		}
-		root, mnt, fstype, super := unescape(f[3]), unescape(f[4]), f[sep+1], f[sep+3]
+		root, mnt, fstype, super := mountinfo.Unescape(f[3]), mountinfo.Unescape(f[4]), f[sep+1], f[sep+3]
 		switch fstype {
 		case "cgroup2":
 			// Prefer a mount of the hierarchy root; bind mounts of
@@ -152,25 +154,6 @@ func parseLayout(mountinfo string, readFile func(string) ([]byte, error)) (*Layo
 		}
 	}
 	return l, nil
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for space and so on).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // kernelVersion parses "6.18.44-foo" into 6, 18.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -75,15 +74,6 @@ func (c *blobCounter) get(digest string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[digest]
-}
-
-func digestOf(t *testing.T, l v1.Layer) string {
-	t.Helper()
-	d, err := l.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String()
 }
 
 func entries(t *testing.T, dir string) []string {
@@ -207,7 +197,7 @@ func TestPull(t *testing.T) {
 	}
 
 	// Pulled again, nothing is downloaded.
-	ld := digestOf(t, layer)
+	ld := imagetest.Digest(t, layer)
 	if n := counter.get(ld); n != 1 {
 		t.Fatalf("layer downloaded %d times by the first pull", n)
 	}
@@ -341,34 +331,13 @@ func TestPullErrors(t *testing.T) {
 	}
 }
 
-// corruptBlob serves digest's blob with one byte flipped.
-func corruptBlob(digest string) func(http.Handler) http.Handler {
-	return func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+digest) {
-				h.ServeHTTP(w, r)
-				return
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, r)
-			b := rec.Body.Bytes()
-			b[len(b)/2] ^= 0xff
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			w.Write(b)
-		})
-	}
-}
-
 func TestPullCorrupted(t *testing.T) {
 	requireRoot(t)
 	payload := strings.Repeat("airlock ", 4096)
 	good := imagetest.Layer(t, imagetest.File("good", "fine", 0o644))
 	bad := imagetest.Layer(t, imagetest.File("a", payload, 0o644), imagetest.File("b", payload, 0o644))
-	badDigest := digestOf(t, bad)
-	host := imagetest.RegistryWith(t, corruptBlob(badDigest))
+	badDigest := imagetest.Digest(t, bad)
+	host := imagetest.RegistryWith(t, imagetest.CorruptBlob(badDigest))
 	ref := imagetest.PushLayers(t, host, "test/corrupt:v1", v1.Config{}, good, bad)
 
 	s := newStore(t, Options{})

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
 // containerLeaks lists what the container level left under dataDir and on the host: bundles,
@@ -65,6 +68,15 @@ func TestContainerLevel(t *testing.T) {
 		t.Skip("needs root")
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
+	// What stays per data dir once every sandbox is gone (the private bundles mount, runsc's own
+	// state) goes with the test's data dir.
+	t.Cleanup(func() {
+		state := config.ContainerStateDir(dataDir)
+		for _, m := range mountinfo.Under(state) {
+			unix.Unmount(m, unix.MNT_DETACH)
+		}
+		os.RemoveAll(state)
+	})
 	key := newKey(t, dataDir, "t1")
 	d := startDaemon(t, dataDir)
 	c := d.client(key)
@@ -76,7 +88,7 @@ func TestContainerLevel(t *testing.T) {
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
-			res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "uname -r; id -u; echo data > /workspace/f; ip -o link 2>/dev/null | wc -l"}})
+			res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "uname -r; id -u; echo data > /workspace/f"}})
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("exec: %v %+v", err, res)
 			}

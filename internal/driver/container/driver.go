@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -73,6 +76,10 @@ type Driver struct {
 	caps     driver.Capabilities
 	cgroups  *cgroups.Layout
 	runtimes map[string]*runtime
+	owner    []byte // this process, as recorded in its bundles for Sweep (ownerLine)
+
+	privateMu sync.Mutex
+	private   bool // the bundles directory is a private mount (ensurePrivate)
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -91,11 +98,20 @@ func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	}
 	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}}
 	d.caps = d.probe()
+	if owner, err := ownerLine(); err != nil {
+		d.caps.Available, d.caps.Reason = false, "cannot read this process's start time: "+err.Error()
+	} else {
+		d.owner = owner
+	}
 	return d
 }
 
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return sandbox.LevelContainer }
+
+// StateDir is where the level keeps its bundles and the runtimes' state; it mounts nothing
+// anywhere else.
+func (d *Driver) StateDir() string { return d.cfg.StateDir }
 
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
@@ -119,7 +135,7 @@ func (d *Driver) probe() driver.Capabilities {
 
 	for _, name := range []string{sandbox.RuntimeRunsc, sandbox.RuntimeRunc} {
 		rt := &runtime{name: name, root: filepath.Join(d.cfg.StateDir, name), uidBase: d.cfg.UIDBase,
-			platform: d.cfg.RunscPlatform, userns: true, debugLog: d.cfg.DebugLogs}
+			platform: d.cfg.RunscPlatform, debugLog: d.cfg.DebugLogs}
 		path := map[string]string{sandbox.RuntimeRunsc: d.cfg.Runsc, sandbox.RuntimeRunc: d.cfg.Runc}[name]
 		if path == "" {
 			path, _ = exec.LookPath(name)
@@ -271,7 +287,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if err := os.MkdirAll(b.dir, 0o711); err != nil {
 		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
 	}
-	if err := writeOwner(b.dir); err != nil {
+	if err := os.WriteFile(filepath.Join(b.dir, "owner"), d.owner, 0o600); err != nil {
 		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
 	}
 	t, err := d.proc.Template(spec)
@@ -306,6 +322,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		Root:      b.rootfs,
 		Layer:     filepath.Join(b.layer, "shm"),
 		FileID:    rt.hostID,
+		CgroupCPU: rt.name == sandbox.RuntimeRunsc,
 		Teardown:  teardown,
 	})
 	if err != nil {
@@ -317,19 +334,25 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 // ensurePrivate makes the bundles directory a mount of its own with private propagation, once:
 // the many mounts of sandboxes' roots then never propagate into other mount namespaces.
 func (d *Driver) ensurePrivate() error {
+	d.privateMu.Lock()
+	defer d.privateMu.Unlock()
+	if d.private {
+		return nil
+	}
 	dir := filepath.Join(d.cfg.StateDir, "bundles")
 	if err := mkdirTraversable(dir); err != nil {
 		return err
 	}
-	for _, m := range mountsUnder(dir) {
-		if m == dir {
-			return nil
+	if !slices.Contains(mountinfo.Under(dir), dir) {
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+		if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
+			return err
 		}
 	}
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	return unix.Mount("", dir, "", unix.MS_PRIVATE, "")
+	d.private = true
+	return nil
 }
 
 // mkdirTraversable makes dir and its missing parents with mode 0711: runc's user-namespace root

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,8 +208,8 @@ func TestImage(t *testing.T) {
 		payload := strings.Repeat("airlock ", 4096)
 		good := imagetest.Layer(t, imagetest.File("good", "fine", 0o644))
 		bad := imagetest.Layer(t, imagetest.File("a", payload, 0o644), imagetest.File("b", payload, 0o644))
-		badDigest := layerDigest(t, bad)
-		chost := imagetest.RegistryWith(t, corruptBlob(badDigest))
+		badDigest := imagetest.Digest(t, bad)
+		chost := imagetest.RegistryWith(t, imagetest.CorruptBlob(badDigest))
 		cref := imagetest.PushLayers(t, chost, "test/corrupt:v1", v1.Config{}, good, bad)
 		goodID, _ := good.DiffID()
 		prior := dirNames(t, filepath.Join(store.Dir(), "layers", "sha256"))
@@ -344,34 +343,4 @@ func dirNames(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
-}
-
-func layerDigest(t *testing.T, l v1.Layer) string {
-	t.Helper()
-	d, err := l.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String()
-}
-
-// corruptBlob serves digest's blob with one byte flipped.
-func corruptBlob(digest string) func(http.Handler) http.Handler {
-	return func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+digest) {
-				h.ServeHTTP(w, r)
-				return
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, r)
-			b := rec.Body.Bytes()
-			b[len(b)/2] ^= 0xff
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			w.Write(b)
-		})
-	}
 }

@@ -1,7 +1,6 @@
 package container
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
 // Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
@@ -58,13 +60,13 @@ func (d *Driver) Sweep(ctx context.Context) {
 	}
 }
 
-// writeOwner records this process as the owner of the bundle in dir.
-func writeOwner(dir string) error {
-	st, err := startTime(os.Getpid())
+// ownerLine names this process for good: its pid and start time.
+func ownerLine() ([]byte, error) {
+	st, err := process.StartTime(os.Getpid())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(filepath.Join(dir, "owner"), fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), 0o600)
+	return fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), nil
 }
 
 func ownerUnknown(dir string) bool {
@@ -83,26 +85,8 @@ func ownerAlive(dir string) bool {
 	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
 		return false
 	}
-	now, err := startTime(pid)
+	now, err := process.StartTime(pid)
 	return err == nil && now == st
-}
-
-// startTime is field 22 of /proc/PID/stat: when the process started, in clock ticks after boot.
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // Leftovers lists what this level's sandboxes still hold on the host: cgroups, containers the
@@ -121,58 +105,29 @@ func (d *Driver) Leftovers() []string {
 	for _, e := range ents {
 		out = append(out, "bundle "+e.Name())
 	}
-	for _, m := range mountsUnder(bundles) {
+	for _, m := range mountinfo.Under(bundles) {
 		if m != bundles {
 			out = append(out, "mount "+m)
 		}
 	}
 	procs, _ := os.ReadDir("/proc")
-	lo, hi := uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || zombie(pid) {
+		if err != nil || process.Zombie(pid) {
 			// An exited container process holds nothing but its pid until the host's init,
 			// which the runtime left it to, reaps it.
 			continue
 		}
 		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmd), d.cfg.StateDir+"/runsc") {
 			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
-			continue
 		}
-		if uid, ok := procUID(pid); ok && uid >= lo && uid < hi {
-			out = append(out, fmt.Sprintf("process %d (uid %d)", pid, uid))
+	}
+	for _, pid := range process.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange) {
+		if !process.Zombie(pid) {
+			out = append(out, fmt.Sprintf("process %d (in the sandbox uid range)", pid))
 		}
 	}
 	return out
-}
-
-func procUID(pid int) (uint64, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
-			if fs := strings.Fields(rest); len(fs) > 0 {
-				uid, err := strconv.ParseUint(fs[0], 10, 32)
-				return uid, err == nil
-			}
-		}
-	}
-	return 0, false
-}
-
-// zombie reports whether pid has exited and waits to be reaped.
-func zombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }
 
 // cgroupDirs are the directories of cgroup parent/name (name may be a glob) in every mounted

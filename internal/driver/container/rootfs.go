@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -97,7 +98,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		uid, home = sandbox.AgentUID, "/home/agent"
 	}
 	dirs := append(append([]string{}, writable...), home)
-	if !contains(dirs, spec.Workdir) {
+	if !slices.Contains(dirs, spec.Workdir) {
 		dirs = append(dirs, spec.Workdir)
 	}
 	for _, d := range dirs {
@@ -285,60 +286,10 @@ func touch(p string) error {
 // unmountAll detaches every mount at or below dir, deepest first, and reports what it could not.
 func unmountAll(dir string) error {
 	var errs []error
-	for _, m := range mountsUnder(dir) {
+	for _, m := range mountinfo.Under(dir) {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// mountsUnder lists the mount points at or below dir in this mount namespace, deepest first.
-func mountsUnder(dir string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		p := unescapeMount(f[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -18,25 +18,17 @@ import (
 // runtime is one OCI runtime binary and what differs between them: flags, how init's control
 // socket reaches the container, and who owns the files a sandbox user creates.
 type runtime struct {
-	name    string // sandbox.RuntimeRunsc or sandbox.RuntimeRunc
-	path    string // "" when not installed
-	version string
-	root    string // the runtime's state directory, airlock's own
-	// userns maps sandbox ids to uidBase+id on the host (runc); gVisor's sentry is the sandbox's
-	// kernel and keeps ids as they are.
-	userns   bool
-	uidBase  uint32
+	name     string // sandbox.RuntimeRunsc or sandbox.RuntimeRunc
+	path     string // "" when not installed
+	version  string
+	root     string // the runtime's state directory, airlock's own
+	uidBase  uint32 // both runtimes get a user namespace mapping sandbox id n to uidBase+n
 	platform string // runsc: systrap, ptrace, kvm
 	debugLog string // runsc: a directory for its debug logs ("" none)
 }
 
 // hostID is the host uid of sandbox uid id.
-func (r *runtime) hostID(id int) int {
-	if r.userns {
-		return int(r.uidBase) + id
-	}
-	return id
-}
+func (r *runtime) hostID(id int) int { return int(r.uidBase) + id }
 
 // global are the flags before the subcommand.
 func (r *runtime) global(networked bool) []string {

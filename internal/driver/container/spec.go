@@ -27,6 +27,7 @@ var (
 // assembled, a fresh /proc and /dev, the cgroup limits, and the namespaces.
 func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle, networked bool, pidsLimit int64) *specs.Spec {
 	nofile := uint64(spec.Resources.MaxOpenFiles)
+	ids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: rt.uidBase, Size: uidRange}}
 	s := &specs.Spec{
 		Version:  specs.Version,
 		Hostname: process.Hostname,
@@ -44,7 +45,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=64k"}},
-			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
 			// gVisor puts a tmpfs of its own on /tmp unless the spec mounts something there: bind
 			// the layer's, so /tmp counts toward diskMb on both runtimes.
 			{Destination: "/tmp", Type: "bind", Source: filepath.Join(b.base, "tmp"), Options: []string{"rbind", "nosuid", "nodev"}},
@@ -62,7 +63,10 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 			},
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
+				{Type: specs.UserNamespace}, {Type: specs.CgroupNamespace},
 			},
+			UIDMappings:   ids,
+			GIDMappings:   ids,
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
 		},
@@ -74,13 +78,6 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 		// Loopback only. (A networked sandbox stays in the namespace airlock made and started
 		// the runtime in.)
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
-	}
-	if rt.userns {
-		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace}, specs.LinuxNamespace{Type: specs.CgroupNamespace})
-		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: rt.uidBase, Size: uidRange}}
-		s.Linux.UIDMappings, s.Linux.GIDMappings = m, m
-		// The devpts group of the sandbox.
-		s.Mounts[2].Options = append(s.Mounts[2].Options, "gid=5")
 	}
 	return s
 }

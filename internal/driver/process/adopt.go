@@ -68,7 +68,7 @@ func (d *Driver) listenAdopt(id string) (*os.File, error) {
 // (empty when the sandbox is not adoptable).
 func (s *Sandbox) HostFacts() json.RawMessage {
 	f := hostFacts{Pid: s.pid}
-	f.StartTime, _ = procStartTime(s.pid)
+	f.StartTime, _ = StartTime(s.pid)
 	if s.d.cfg.OrphanGrace > 0 {
 		f.Socket = s.d.adoptSocket(s.id)
 	}
@@ -79,22 +79,39 @@ func (s *Sandbox) HostFacts() json.RawMessage {
 	return b
 }
 
-// procStartTime reads a process's start time in clock ticks since boot.
-func procStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// StartTime reads a process's start time in clock ticks since boot: with its pid, it names one
+// process for good (a pid alone may be reused).
+func StartTime(pid int) (uint64, error) {
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
+	}
+	return strconv.ParseUint(f[19], 10, 64) // field 22 overall
+}
+
+// Zombie reports whether process pid has exited and waits to be reaped (or is gone).
+func Zombie(pid int) bool {
+	f, err := procStat(pid)
+	return err != nil || f[0] == "Z"
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name, from the state (field 3
+// overall) on.
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
 	}
 	// The command name (field 2) may hold spaces and parentheses: count from the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
+		return nil, errors.New("malformed /proc stat")
 	}
 	fields := strings.Fields(string(b[i+1:]))
 	if len(fields) < 20 {
-		return 0, errors.New("malformed /proc stat")
+		return nil, errors.New("malformed /proc stat")
 	}
-	return strconv.ParseUint(fields[19], 10, 64) // field 22 overall
+	return fields, nil
 }
 
 // adoptPing bounds how long an adopted init has to answer.
@@ -109,7 +126,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err := json.Unmarshal(host, &f); err != nil || f.Pid <= 0 || f.Socket == "" {
 		return nil, fmt.Errorf("sandbox %s: no adoption facts recorded", id)
 	}
-	if st, err := procStartTime(f.Pid); err != nil || st != f.StartTime {
+	if st, err := StartTime(f.Pid); err != nil || st != f.StartTime {
 		return nil, fmt.Errorf("sandbox %s: init (pid %d) is gone", id, f.Pid)
 	}
 	cg := d.cgroups.Open(d.cfg.CgroupParent, id)

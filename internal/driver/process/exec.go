@@ -212,11 +212,17 @@ func (s *Sandbox) env(req sandbox.ExecRequest) []string {
 type counters struct {
 	ev    cgroups.Events
 	txNet int64
+	cpu   time.Duration // the cgroup's CPU usage, when the runtime's rusage overstates (CgroupCPU)
 }
 
 func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
+	if s.ext != nil && s.ext.CgroupCPU {
+		if st, err := s.cg.Stats(); err == nil {
+			c.cpu = st.CPUUsage
+		}
+	}
 	// With egress "none" the sandbox has loopback only, and nothing to count.
 	if s.spec.Network.EgressPolicy != sandbox.EgressNone {
 		_, c.txNet = netBytes(s.pid)
@@ -255,6 +261,10 @@ func (s *Sandbox) account(before counters, ru *rusage, res *sandbox.ExecResult) 
 	if ru != nil {
 		res.ResourceUsage.CPUTimeMs = ru.CPUMicros / 1000
 		res.ResourceUsage.PeakMemoryMB = float64(ru.MaxRSSKiB) / 1024
+	}
+	if s.ext != nil && s.ext.CgroupCPU {
+		// The command cannot have used more of the host's CPU than its whole sandbox did.
+		res.ResourceUsage.CPUTimeMs = min(res.ResourceUsage.CPUTimeMs, (after.cpu - before.cpu).Milliseconds())
 	}
 }
 

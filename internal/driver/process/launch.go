@@ -33,6 +33,10 @@ type Launcher struct {
 	Root, Layer string
 	// FileID maps a sandbox uid to the host uid that owns the files it creates under Root.
 	FileID func(uid int) int
+	// CgroupCPU says the runtime is the sandbox's kernel (gVisor), whose accounting of a command's
+	// CPU time also counts time the host throttled it: an exec's CPU time is then capped by the
+	// cgroup's usage during it, which the host kernel charged.
+	CgroupCPU bool
 	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
 	// Destroy after init was killed, and must be idempotent.
 	Teardown func(ctx context.Context) error

@@ -67,12 +67,16 @@ func (d *Driver) Leftovers() []string {
 
 // sandboxPids returns host pids whose real uid lies in the range mapped into sandboxes.
 func (d *Driver) sandboxPids() []int {
+	return PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange)
+}
+
+// PidsInUIDRange returns the host pids whose real uid is in [lo, hi).
+func PidsInUIDRange(lo, hi uint64) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	var pids []int
-	lo, hi := uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {

@@ -213,3 +213,34 @@ func Busybox(t testing.TB) string {
 		"root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"), 0o644))
 	return root
 }
+
+// Digest is layer l's (compressed) digest, "sha256:...".
+func Digest(t testing.TB, l v1.Layer) string {
+	t.Helper()
+	d, err := l.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// CorruptBlob is a RegistryWith wrapper that serves the blob with digest with one byte flipped.
+func CorruptBlob(digest string) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+digest) {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			b := rec.Body.Bytes()
+			b[len(b)/2] ^= 0xff
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(b)
+		})
+	}
+}

@@ -35,7 +35,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -44,6 +43,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	airlockconfig "github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/test/bench/stats"
 )
 
@@ -356,7 +356,7 @@ func clearState(sd string, dirs ...string) error {
 	}
 	dirs = append([]string{sd}, dirs...)
 	for _, d := range dirs {
-		for _, m := range mountsUnder(d) {
+		for _, m := range mountinfo.Under(d) {
 			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 			}
@@ -367,7 +367,7 @@ func clearState(sd string, dirs ...string) error {
 		errs = append(errs, fmt.Errorf("findmnt: %w", err))
 	}
 	for _, d := range dirs {
-		if left := mountsUnder(d); len(left) > 0 || bytes.Contains(findmnt, []byte(d+"/")) {
+		if left := mountinfo.Under(d); len(left) > 0 || bytes.Contains(findmnt, []byte(d+"/")) {
 			errs = append(errs, fmt.Errorf("mounts left under %s: %v", d, left))
 		} else if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, err)
@@ -409,25 +409,4 @@ func (w *world) cleanup() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// mountsUnder lists the mount points at or below dir, deepest first.
-func mountsUnder(dir string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		p := strings.ReplaceAll(f[4], `\040`, " ")
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out
 }
