@@ -105,8 +105,6 @@ var skips = map[string]map[string]string{
 	sandbox.RuntimeRunsc: {
 		"HostUnprivileged": "gVisor's sandbox root is root of gVisor's own kernel, and /proc/self/uid_map shows that kernel's view; on the host the sentry and gofer run as root with most capabilities dropped and their own seccomp filters, which is gVisor's model",
 		"TTY":              "init's terminal is a gVisor device: its master cannot be handed to the host over the control socket (pipes can); a terminal relay in init is still to be built",
-		"Usage":            "no pids limit (see ForkBomb): Usage has no limit to report",
-		"ForkBomb":         "gVisor's processes are tasks of its sentry, not host processes: the pids cgroup counts the sentry's threads, and gVisor has no per-sandbox task limit airlock can set yet",
 		"MemoryBomb":       "the cgroup charges the sentry's memory: at the limit the host's OOM killer ends the whole sandbox, not the command",
 	},
 }

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -65,7 +66,12 @@ func DefaultConfig() Config {
 // uidRange is the size of the id range runc maps into a sandbox.
 const uidRange = 65536
 
-// initTasks is the pids reserve for init's Go threads under runc (as at the process level).
+// killGrace is how long init has to kill a timed-out command before the sandbox is killed: gVisor
+// runs init in its own, CPU-limited kernel, where a fork bomb at the process limit starves it for
+// seconds (measured: 2–8 s at 1 vCPU); runc's init is a host process, as at the process level.
+var killGrace = map[string]time.Duration{sandbox.RuntimeRunsc: 15 * time.Second}
+
+// initTasks is the pids reserve for init's Go threads (as at the process level).
 const initTasks = 8
 
 // Driver is the container level.
@@ -300,9 +306,13 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		}
 		return fail(fmt.Errorf("root filesystem: %v: %w", err, errdefs.ErrSetup))
 	}
-	var pids int64
+	// runc's sandboxes are the host kernel's processes, counted by the host's pids cgroup;
+	// gVisor's are its own, counted in its kernel (process.Launcher.GuestPids).
+	var pids, guestPids int64
 	if rt.name == sandbox.RuntimeRunc {
 		pids = spec.Resources.MaxProcesses + initTasks
+	} else {
+		guestPids = spec.Resources.MaxProcesses + initTasks
 	}
 	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, pids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
@@ -319,6 +329,8 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		},
 		Cgroup:    d.cgroups.Open(d.cfg.CgroupParent, id),
 		PidsLimit: pids,
+		GuestPids: guestPids,
+		KillGrace: killGrace[rt.name],
 		Root:      b.rootfs,
 		Layer:     filepath.Join(b.layer, "shm"),
 		FileID:    rt.hostID,

@@ -11,9 +11,13 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
-// initCaps are what airlock's init needs to become the sandbox's user and drop the rest: it
-// holds them only until its lockdown, and no command ever has any.
-var initCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"}
+// initCaps are what airlock's init needs to lock itself down and then start, and signal,
+// commands as the sandbox's user (see process.lockdown); no command ever has any.
+var initCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL", "CAP_CHOWN"}
+
+// guestInitCaps are gVisor's: init also mounts the sandbox kernel's pids cgroup (see
+// process.Launcher.GuestPids).
+var guestInitCaps = append(initCaps[:len(initCaps):len(initCaps)], "CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE")
 
 // maskedPaths and readonlyPaths are Docker's: /proc files about the host's kernel and hardware
 // are hidden, and /proc's knobs are read-only.
@@ -28,6 +32,10 @@ var (
 func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle, networked bool, pidsLimit int64) *specs.Spec {
 	nofile := uint64(spec.Resources.MaxOpenFiles)
 	ids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: rt.uidBase, Size: uidRange}}
+	caps := initCaps
+	if rt.name == sandbox.RuntimeRunsc {
+		caps = guestInitCaps
+	}
 	s := &specs.Spec{
 		Version:  specs.Version,
 		Hostname: process.Hostname,
@@ -37,7 +45,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 			Env:  []string{"PATH=/.airlock", "GOMAXPROCS=1", "GOTRACEBACK=none"},
 			Cwd:  "/",
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding: initCaps, Effective: initCaps, Permitted: initCaps,
+				Bounding: caps, Effective: caps, Permitted: caps,
 			},
 			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile}},
 			NoNewPrivileges: true,

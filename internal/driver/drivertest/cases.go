@@ -28,6 +28,7 @@ func Cases() []Case {
 		{"NetworkRestricted", testNetworkRestricted},
 		{"BlockedSyscalls", testBlockedSyscalls},
 		{"SetuidGrantsNothing", testSetuid},
+		{"InitSurvivesSignals", testInitSignals},
 		{"MemoryBomb", testMemoryBomb},
 		{"ForkBomb", testForkBomb},
 		{"CPUQuota", testCPUQuota},
@@ -288,6 +289,28 @@ su -c id root </dev/null; echo "su=$?"; mount -t tmpfs none /tmp 2>/dev/null; ec
 	lines := strings.Fields(res.Stdout)
 	if len(lines) == 0 || lines[len(lines)-1] != "1000" || strings.Contains(res.Stdout, "su=0") || strings.Contains(res.Stdout, "mount=0") {
 		t.Fatalf("setuid binaries granted something: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+// initSignals are the signals tried on init. Linux drops KILL and STOP sent to a pid namespace's
+// init from inside it, and any signal init has no handler for; gVisor does not, and init (Go)
+// has a handler for nearly every signal.
+const initSignals = "KILL STOP TERM HUP INT QUIT ABRT SEGV BUS TRAP SYS USR1 USR2 PIPE ALRM XCPU PWR TSTP TTIN TTOU"
+
+// testInitSignals: a sandbox's own code, as either user, cannot signal its init — not by its
+// pid, nor by the ids of its threads, nor by kill(-1) — so cannot end or stop its own sandbox.
+func testInitSignals(t *testing.T, h *Harness) {
+	for _, user := range []string{sandbox.UserAgent, sandbox.UserRoot} {
+		t.Run(user, func(t *testing.T) {
+			sb := h.New(t, sandbox.Spec{User: user})
+			res := Exec(t, sb, 20*time.Second, `tids=$(ls /proc/1/task); [ -n "$tids" ] || echo "no threads seen"
+for s in `+initSignals+`; do for p in 1 $tids; do kill -$s $p 2>/dev/null && echo "sent $s to $p"; done; done
+kill -KILL -1; sleep 0.2; echo done`)
+			if strings.Contains(res.Stdout, "sent") || !strings.Contains(res.Stdout, "done") {
+				t.Errorf("signals reached init: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			expect(t, Exec(t, sb, 10*time.Second, "echo alive"), 0, "alive")
+		})
 	}
 }
 

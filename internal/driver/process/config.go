@@ -21,6 +21,9 @@ type initConfig struct {
 	// Container says a container runtime started init (see Launch) with the root filesystem,
 	// host name, loopback and cgroup already in place: init only locks down and serves.
 	Container bool `json:"container,omitempty"`
+	// GuestPids, when set, is the process limit, for init to enforce in the sandbox's own kernel
+	// (gVisor; see guestCgroup).
+	GuestPids int64 `json:"guestPids,omitempty"`
 }
 
 // rootPlan describes the sandbox's root filesystem.

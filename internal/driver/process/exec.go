@@ -20,8 +20,16 @@ import (
 const outputGrace = 100 * time.Millisecond
 
 // killGrace is how long Exec waits for init to kill a command whose deadline passed before it
-// kills the whole cgroup instead.
+// kills the whole cgroup instead (see Launcher.KillGrace).
 const killGrace = 2 * time.Second
+
+// killGrace is the sandbox's. A paused sandbox's init cannot answer at all.
+func (s *Sandbox) killGrace() time.Duration {
+	if s.ext != nil && s.ext.KillGrace > 0 && !s.isPaused() {
+		return s.ext.KillGrace
+	}
+	return killGrace
+}
 
 // defaultTTY is a terminal's size when the request gives none.
 var defaultTTY = sandbox.Winsize{Rows: 24, Cols: 80}
@@ -128,7 +136,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 			// Init answers at once unless the sandbox is paused or wedged (out of pids, say); then
 			// the cgroup is killed, which ends the command, everything it started — and the
 			// sandbox, since init is in the same cgroup.
-			killTimer = time.After(killGrace)
+			killTimer = time.After(s.killGrace())
 		case <-killTimer:
 			killTimer = nil
 			s.d.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
@@ -218,6 +226,11 @@ type counters struct {
 func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
+	if s.ext != nil && s.ext.GuestPids > 0 {
+		if g, err := s.guestStats(context.Background()); err == nil {
+			c.ev.PidsLimitHits = g.PidsHits
+		}
+	}
 	if s.ext != nil && s.ext.CgroupCPU {
 		if st, err := s.cg.Stats(); err == nil {
 			c.cpu = st.CPUUsage

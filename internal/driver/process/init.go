@@ -64,7 +64,13 @@ func runInit() int {
 	}
 	c := m.Config
 	// The root filesystem is built while the driver moves us into the sandbox's cgroup.
-	err = setup(c, fds)
+	var guest *guestCgroup
+	if err == nil && c.GuestPids > 0 {
+		guest, err = newGuestCgroup(c.GuestPids)
+	}
+	if err == nil {
+		err = setup(c, fds)
+	}
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
@@ -93,11 +99,12 @@ func runInit() int {
 	if err := ctl.send(&message{Kind: msgReady}); err != nil {
 		return 1
 	}
-	listen := -1
+	srv := &initServer{ctl: ctl, buf: buf, listen: -1, as: user{c.UID, c.GID}, guest: guest,
+		procs: map[int]running{}, doomed: map[int]bool{}}
 	if c.OrphanGraceMs > 0 {
-		listen = listenFd
+		srv.listen, srv.grace = listenFd, time.Duration(c.OrphanGraceMs)*time.Millisecond
 	}
-	serve(ctl, buf, listen, time.Duration(c.OrphanGraceMs)*time.Millisecond)
+	srv.serve()
 	return 0
 }
 
@@ -153,20 +160,23 @@ func lockdown(c *initConfig) error {
 			return fmt.Errorf("drop capability %d from bounding set: %w", cp, err)
 		}
 	}
-	if c.UID != 0 || c.GID != 0 {
-		if err := syscall.Setgroups(nil); err != nil {
-			return fmt.Errorf("setgroups: %w", err)
-		}
-		if err := syscall.Setresgid(c.GID, c.GID, c.GID); err != nil {
-			return fmt.Errorf("setgid %d: %w", c.GID, err)
-		}
-		if err := syscall.Setresuid(c.UID, c.UID, c.UID); err != nil {
-			return fmt.Errorf("setuid %d: %w", c.UID, err)
-		}
+	// Init becomes its own user, one no command runs as: then no command may signal init (gVisor,
+	// unlike Linux, lets a pid namespace's processes kill its init) or trace it. It keeps only the
+	// capabilities it needs to start commands as their user, to give them their terminal and to
+	// signal them; a command loses them at exec, since the bounding set is empty.
+	if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("keep capabilities: %w", err)
 	}
-	// Root in the sandbox keeps its uid but none of its capabilities; for other users the uid
-	// change has already cleared them, and this makes sure of it.
-	if err := clearCaps(); err != nil {
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(initUID, initUID, initUID); err != nil {
+		return fmt.Errorf("setgid %d: %w", initUID, err)
+	}
+	if err := syscall.Setresuid(initUID, initUID, initUID); err != nil {
+		return fmt.Errorf("setuid %d: %w", initUID, err)
+	}
+	if err := setCaps(initKeeps...); err != nil {
 		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -182,9 +192,24 @@ func lockdown(c *initConfig) error {
 	return nil
 }
 
-func clearCaps() error {
+// initUID is the uid and gid of a locked-down init inside every sandbox; ttyGID is the group
+// of terminals (devpts is mounted with gid=5).
+const (
+	initUID = 65533
+	ttyGID  = 5
+)
+
+// initKeeps are the capabilities a locked-down init holds (in its user namespace).
+var initKeeps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL, unix.CAP_CHOWN}
+
+// setCaps makes caps init's effective and permitted sets, with nothing inheritable or ambient.
+func setCaps(caps ...uintptr) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
+	for _, c := range caps {
+		data[c/32].Effective |= 1 << (c % 32)
+		data[c/32].Permitted |= 1 << (c % 32)
+	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
@@ -242,8 +267,23 @@ const orphanPoll = 200
 
 // serve runs commands until the driver closes the control socket, then returns; init's exit takes
 // every process in the sandbox with it (the kernel kills a PID namespace with its PID 1).
-func serve(ctl initConn, buf []byte, listen int, grace time.Duration) {
-	procs := map[int]running{}
+// user is whom init starts commands as.
+type user struct{ uid, gid int }
+
+// initServer is a locked-down init serving its driver.
+type initServer struct {
+	ctl    initConn
+	buf    []byte
+	listen int           // the adoption socket, or -1
+	grace  time.Duration // how long to wait for a new driver after the last went away
+	as     user
+	guest  *guestCgroup // the process limit, when the sandbox's kernel enforces it (gVisor)
+	procs  map[int]running
+	doomed map[int]bool // process groups of killed commands, until they are empty
+}
+
+func (srv *initServer) serve() {
+	ctl, buf, listen, grace, procs := &srv.ctl, srv.buf, srv.listen, srv.grace, srv.procs
 	var orphaned time.Time // when the driver went away, while no other has connected
 	for {
 		fds := make([]unix.PollFd, 0, 2+len(procs))
@@ -262,7 +302,8 @@ func serve(ctl initConn, buf []byte, listen int, grace time.Duration) {
 		if _, err := unix.Poll(fds, orphanPoll); err != nil && err != unix.EINTR {
 			return
 		}
-		reap(ctl, procs)
+		srv.reap()
+		srv.guest.sample()
 		// A new driver (the daemon, restarted) takes the sandbox over; it is checked before the
 		// grace, so that one that connected in time is never turned away.
 		if listenAt >= 0 && fds[listenAt].Revents != 0 {
@@ -295,17 +336,20 @@ func serve(ctl initConn, buf []byte, listen int, grace time.Duration) {
 		}
 		switch m.Kind {
 		case msgExec:
-			startExec(ctl, procs, m, passed)
+			srv.startExec(m, passed)
 		case msgSignal:
 			for pid, r := range procs {
 				if r.id == m.ID {
 					// Commands lead their own session, so -pid reaches their process group.
 					unix.Kill(-pid, unix.Signal(m.Signal))
 					unix.Kill(pid, unix.Signal(m.Signal))
+					if m.Signal == int(unix.SIGKILL) {
+						srv.doomed[pid] = true
+					}
 				}
 			}
 		case msgPing:
-			ctl.send(&message{Kind: msgPong, ID: m.ID})
+			ctl.send(&message{Kind: msgPong, ID: m.ID, Guest: srv.guest.stats()})
 		}
 		for _, fd := range passed {
 			unix.Close(fd)
@@ -315,8 +359,19 @@ func serve(ctl initConn, buf []byte, listen int, grace time.Duration) {
 
 // reap collects every child that has exited — commands and orphans alike — and reports the
 // commands' ends.
-func reap(ctl initConn, procs map[int]running) {
-	for {
+func (srv *initServer) reap() {
+	// Commands first: their ends are what the driver waits for, and a sandbox full of exiting
+	// orphans (a fork bomb being killed, say) must not hold them up.
+	for pid, r := range srv.procs {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru); got == pid && err == nil {
+			srv.exited(pid, r, ws, &ru)
+		}
+	}
+	// Then orphans, for a bounded time per wake-up: in a sandbox starved of CPU (a fork bomb in
+	// gVisor, say) each wait can take long, and the driver's next message (the kill) must wait.
+	for deadline := time.Now().Add(reapBudget); time.Now().Before(deadline); {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
@@ -324,30 +379,45 @@ func reap(ctl initConn, procs map[int]running) {
 			continue
 		}
 		if pid <= 0 || err != nil {
-			return
+			break
 		}
-		r, ok := procs[pid]
-		if !ok {
-			continue
+		if r, ok := srv.procs[pid]; ok {
+			srv.exited(pid, r, ws, &ru)
 		}
-		delete(procs, pid)
-		unix.Close(r.pidfd)
-		// The command's own usage and that of the descendants it waited for: what this exec
-		// cost, without the background processes of earlier ones. ru_maxrss is in KiB.
-		cpuUs := (ru.Utime.Nano() + ru.Stime.Nano()) / 1000
-		m := &message{Kind: msgExited, ID: r.id, Usage: &rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}}
-		switch {
-		case ws.Exited():
-			m.ExitCode = ws.ExitStatus()
-		case ws.Signaled():
-			m.Signal = int(ws.Signal())
-			m.ExitCode = 128 + m.Signal
+	}
+	// A killed command's process group is killed again until it is empty: a process its
+	// members forked while the first kill went round (gVisor does not stop forks of a group being
+	// killed, as Linux does) would otherwise live on.
+	for pg := range srv.doomed {
+		if unix.Kill(-pg, unix.SIGKILL) == unix.ESRCH {
+			delete(srv.doomed, pg)
 		}
-		ctl.send(m)
 	}
 }
 
-func startExec(ctl initConn, procs map[int]running, m *message, fds []int) {
+// reapBudget bounds the time init spends reaping orphans per wake-up.
+const reapBudget = 10 * time.Millisecond
+
+// exited reports the end of command pid.
+func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *syscall.Rusage) {
+	delete(srv.procs, pid)
+	unix.Close(r.pidfd)
+	// The command's own usage and that of the descendants it waited for: what this exec cost,
+	// without the background processes of earlier ones. ru_maxrss is in KiB.
+	cpuUs := (ru.Utime.Nano() + ru.Stime.Nano()) / 1000
+	m := &message{Kind: msgExited, ID: r.id, Usage: &rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}}
+	switch {
+	case ws.Exited():
+		m.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		m.Signal = int(ws.Signal())
+		m.ExitCode = 128 + m.Signal
+	}
+	srv.ctl.send(m)
+}
+
+func (srv *initServer) startExec(m *message, fds []int) {
+	ctl, procs, as := srv.ctl, srv.procs, srv.as
 	e := m.Exec
 	if e == nil || len(e.Argv) == 0 || (e.TTY == nil && len(fds) != 3) || (e.TTY != nil && len(fds) != 0) {
 		ctl.send(&message{Kind: msgError, ID: m.ID, Error: "malformed exec request"})
@@ -359,10 +429,11 @@ func startExec(ctl initConn, procs map[int]running, m *message, fds []int) {
 		return
 	}
 	pidfd, master := -1, -1
-	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
+	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd,
+		Credential: &syscall.Credential{Uid: uint32(as.uid), Gid: uint32(as.gid), Groups: []uint32{}}}
 	if e.TTY != nil {
 		var peer int
-		if master, peer, err = openTerminal(*e.TTY); err != nil {
+		if master, peer, err = openTerminal(*e.TTY, as); err != nil {
 			ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 			return
 		}
@@ -397,9 +468,9 @@ func startExec(ctl initConn, procs map[int]running, m *message, fds []int) {
 }
 
 // openTerminal makes a new pseudo-terminal on the sandbox's own devpts (/dev/ptmx points into
-// it), so that its slave belongs to the sandbox's user, and returns the master and an open slave.
-// It runs after lockdown: /dev is writable for Landlock, and seccomp allows these ioctls.
-func openTerminal(size sandbox.Winsize) (master, slave int, err error) {
+// it), gives its slave to the command's user, and returns the master and an open slave. It runs
+// after lockdown: /dev is writable for Landlock, and seccomp allows these ioctls.
+func openTerminal(size sandbox.Winsize, as user) (master, slave int, err error) {
 	master, err = unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, -1, fmt.Errorf("open /dev/ptmx: %w", err)
@@ -419,6 +490,11 @@ func openTerminal(size sandbox.Winsize) (master, slave int, err error) {
 	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
 	if errno != 0 {
 		return fail("open slave", errno)
+	}
+	// As on a login: the user owns its terminal, the tty group may write to it.
+	if err := unix.Fchown(int(fd), as.uid, ttyGID); err != nil {
+		unix.Close(int(fd))
+		return fail("chown slave", err)
 	}
 	return master, int(fd), nil
 }

@@ -28,6 +28,9 @@ type Launcher struct {
 	Cgroup *cgroups.Cgroup
 	// PidsLimit is the pids limit the kernel enforces on Cgroup, for Usage.
 	PidsLimit int64
+	// GuestPids, when set, is the limit for init to enforce in the sandbox's own kernel instead
+	// (gVisor, whose processes the host's pids cgroup cannot count; see guestCgroup).
+	GuestPids int64
 	// Root is the sandbox's root filesystem as the host reaches it (files API); Layer a path on
 	// its writable layer (disk usage and the disk-full event).
 	Root, Layer string
@@ -37,6 +40,10 @@ type Launcher struct {
 	// CPU time also counts time the host throttled it: an exec's CPU time is then capped by the
 	// cgroup's usage during it, which the host kernel charged.
 	CgroupCPU bool
+	// KillGrace, when set, replaces killGrace: how long init has to kill a timed-out command
+	// before the whole sandbox is. A sandbox kernel that shares its CPU limit with its processes
+	// (gVisor) can take seconds to run init while a fork bomb fills it.
+	KillGrace time.Duration
 	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
 	// Destroy after init was killed, and must be idempotent.
 	Teardown func(ctx context.Context) error
@@ -53,6 +60,7 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		DiskBytes: spec.Resources.DiskMB << 20,
 		Container: true,
 		HostNet:   gw != nil,
+		GuestPids: l.GuestPids,
 	}
 	if spec.User != sandbox.UserRoot {
 		cfg.UID, cfg.GID = sandbox.AgentUID, sandbox.AgentUID

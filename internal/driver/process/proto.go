@@ -34,7 +34,7 @@ const (
 	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal, Usage)
 	msgSignal  = "signal"  // driver → init: signal a command's process group (ID, Signal)
 	msgPing    = "ping"    // driver → init: are you there? (a driver adopting the sandbox asks)
-	msgPong    = "pong"    // init → driver: yes (ID)
+	msgPong    = "pong"    // init → driver: yes (ID; Guest, when the sandbox's kernel counts its processes)
 )
 
 type message struct {
@@ -47,6 +47,7 @@ type message struct {
 	Signal   int         `json:"signal,omitempty"`
 	Usage    *rusage     `json:"usage,omitempty"`
 	Error    string      `json:"error,omitempty"`
+	Guest    *guestStats `json:"guest,omitempty"`
 
 	// files are the descriptors that came with the message to the driver; whoever takes the
 	// message owns them.

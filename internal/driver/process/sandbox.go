@@ -207,6 +207,12 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 	if s.ext != nil {
 		u.PidsLimit = s.ext.PidsLimit
 	}
+	if s.ext != nil && s.ext.GuestPids > 0 && !s.isPaused() {
+		// A paused sandbox's init cannot answer; it then shows the host's count.
+		if g, err := s.guestStats(ctx); err == nil {
+			u.Pids, u.PidsLimit = g.Pids, g.PidsMax
+		}
+	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(s.layerPath(), &fs); err == nil && s.alive() {
 		u.DiskLimitBytes = int64(fs.Blocks) * fs.Bsize

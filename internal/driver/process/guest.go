@@ -1,0 +1,136 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox whose kernel is its own (gVisor) cannot be held to a process limit by the host's pids
+// cgroup: that counts the runtime's threads, not the sandbox's processes. There init makes a pids
+// cgroup in the sandbox's kernel and enters it before it starts anything, so every command counts
+// against it, and answers the driver's pings with its counters.
+
+// guestStats are the counters of a guest cgroup. Its kernel keeps no count of refused forks, so
+// PidsHits counts the times init found the sandbox at its limit (init wakes at least every
+// orphanPoll, and on every exit of a command or an orphan).
+type guestStats struct {
+	Pids     int64 `json:"pids"`
+	PidsMax  int64 `json:"pidsMax"`
+	PidsHits int64 `json:"pidsHits"`
+}
+
+// guestCgroup is init's pids cgroup in the sandbox's kernel, reached through a descriptor of its
+// directory (the cgroup file system is unmounted once init is in it). A nil one does nothing.
+type guestCgroup struct {
+	dir  int
+	max  int64
+	hits int64
+}
+
+// guestMount is where init mounts the sandbox kernel's pids hierarchy for the moment it needs it.
+const guestMount = "/dev/.airlock-pids"
+
+// newGuestCgroup puts init in a new pids cgroup limited to max tasks; init's own threads count
+// too (see initTasks).
+func newGuestCgroup(max int64) (*guestCgroup, error) {
+	fail := func(what string, err error) (*guestCgroup, error) {
+		return nil, fmt.Errorf("process limit in the sandbox's kernel: %s: %w", what, err)
+	}
+	if err := os.Mkdir(guestMount, 0o700); err != nil {
+		return fail("mkdir", err)
+	}
+	defer os.Remove(guestMount)
+	if err := unix.Mount("cgroup", guestMount, "cgroup", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "pids"); err != nil {
+		return fail("mount", err)
+	}
+	defer unix.Unmount(guestMount, unix.MNT_DETACH)
+	cg := guestMount + "/airlock"
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		return fail("mkdir", err)
+	}
+	if err := os.WriteFile(cg+"/pids.max", []byte(strconv.FormatInt(max, 10)), 0); err != nil {
+		return fail("pids.max", err)
+	}
+	if err := os.WriteFile(cg+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return fail("enter", err)
+	}
+	dir, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail("open", err)
+	}
+	return &guestCgroup{dir: dir, max: max}, nil
+}
+
+// current reads pids.current.
+func (g *guestCgroup) current() int64 {
+	fd, err := unix.Openat(g.dir, "pids.current", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	defer unix.Close(fd)
+	var b [32]byte
+	n, _ := unix.Read(fd, b[:])
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b[:max(n, 0)])), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// sample counts a hit when the sandbox is at its limit.
+func (g *guestCgroup) sample() {
+	if g != nil && g.current() >= g.max {
+		g.hits++
+	}
+}
+
+func (g *guestCgroup) stats() *guestStats {
+	if g == nil {
+		return nil
+	}
+	return &guestStats{Pids: g.current(), PidsMax: g.max, PidsHits: g.hits}
+}
+
+// guestPings tells pings apart.
+var guestPings atomic.Int64
+
+// guestStats asks init for its guest cgroup's counters.
+func (s *Sandbox) guestStats(ctx context.Context) (*guestStats, error) {
+	id := "guest-" + strconv.FormatInt(guestPings.Add(1), 10)
+	ch := make(chan *message, 1)
+	s.mu.Lock()
+	s.waiters[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiters, id)
+		s.mu.Unlock()
+	}()
+	if err := s.ctl.send(&message{Kind: msgPing, ID: id}); err != nil {
+		return nil, fmt.Errorf("sandbox %s: init is gone: %w", s.id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, guestPing)
+	defer cancel()
+	select {
+	case m := <-ch:
+		if m.Guest == nil {
+			return nil, fmt.Errorf("sandbox %s: init keeps no process count", s.id)
+		}
+		return m.Guest, nil
+	case <-s.done:
+		return nil, fmt.Errorf("sandbox %s: init is gone", s.id)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sandbox %s: init's process count: %w", s.id, ctx.Err())
+	}
+}
+
+// guestPing bounds the wait for init's counters (a paused sandbox does not answer; a busy gVisor
+// is slow to run init).
+const guestPing = 3 * time.Second
