@@ -331,11 +331,13 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		PidsLimit: pids,
 		GuestPids: guestPids,
 		KillGrace: killGrace[rt.name],
-		Root:      b.rootfs,
-		Layer:     filepath.Join(b.layer, "shm"),
-		FileID:    rt.hostID,
-		CgroupCPU: rt.name == sandbox.RuntimeRunsc,
-		Teardown:  teardown,
+		// gVisor's terminals are its own: init relays them.
+		TerminalRelay: rt.name == sandbox.RuntimeRunsc,
+		Root:          b.rootfs,
+		Layer:         filepath.Join(b.layer, "shm"),
+		FileID:        rt.hostID,
+		CgroupCPU:     rt.name == sandbox.RuntimeRunsc,
+		Teardown:      teardown,
 	})
 	if err != nil {
 		return nil, err

@@ -80,8 +80,23 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		}
 		spec.TTY = &size
 	}
+	send := std.childFiles()
+	var relayEnd *os.File // the driver's end of a relayed terminal
+	if req.TTY && s.ext != nil && s.ext.TerminalRelay {
+		ours, theirs, err := streamPair()
+		if err != nil {
+			return res, fmt.Errorf("exec %s: terminal relay: %w", req.ID, err)
+		}
+		defer theirs.Close()
+		relayEnd, send = ours, []*os.File{theirs}
+		defer func() {
+			if std.tty == nil { // never attached
+				ours.Close()
+			}
+		}()
+	}
 	start := time.Now()
-	if err := s.ctl.send(&message{Kind: msgExec, ID: req.ID, Exec: spec}, std.childFiles()...); err != nil {
+	if err := s.ctl.send(&message{Kind: msgExec, ID: req.ID, Exec: spec}, send...); err != nil {
 		return res, fmt.Errorf("exec %s: sandbox %s is gone: %w", req.ID, s.id, err)
 	}
 	std.closeChildEnds()
@@ -98,8 +113,12 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		case m := <-ch:
 			switch m.Kind {
 			case msgStarted:
-				if req.TTY && len(m.files) > 0 {
-					std.attachTerminal(m.files[0], req.Stdin)
+				switch {
+				case relayEnd != nil:
+					std.attachTerminal(relayEnd, req.Stdin, true)
+					resize = req.Resize
+				case req.TTY && len(m.files) > 0:
+					std.attachTerminal(m.files[0], req.Stdin, false)
 					m.files = m.files[1:]
 					resize = req.Resize
 				}
@@ -122,7 +141,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				resize = nil
 				continue
 			}
-			std.resize(ws)
+			if relayEnd != nil {
+				s.ctl.send(&message{Kind: msgResize, ID: req.ID, Size: &ws})
+			} else {
+				std.resize(ws)
+			}
 		case sig, ok := <-signals:
 			if !ok {
 				signals = nil

@@ -259,6 +259,7 @@ func loopbackUp() error {
 type running struct {
 	id    string
 	pidfd int
+	tty   *os.File // the terminal's master, when init relays it
 }
 
 // orphanPoll bounds how long an orphan (a process whose parent died, reparented to init) stays a
@@ -348,6 +349,12 @@ func (srv *initServer) serve() {
 					}
 				}
 			}
+		case msgResize:
+			for _, r := range procs {
+				if r.id == m.ID && r.tty != nil && m.Size != nil {
+					setWinsize(r.tty, *m.Size)
+				}
+			}
 		case msgPing:
 			ctl.send(&message{Kind: msgPong, ID: m.ID, Guest: srv.guest.stats()})
 		}
@@ -419,7 +426,9 @@ func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *sys
 func (srv *initServer) startExec(m *message, fds []int) {
 	ctl, procs, as := srv.ctl, srv.procs, srv.as
 	e := m.Exec
-	if e == nil || len(e.Argv) == 0 || (e.TTY == nil && len(fds) != 3) || (e.TTY != nil && len(fds) != 0) {
+	// A terminal comes with no descriptor (init sends its master back), or with one: a socket to
+	// relay it through (see relayTerminal).
+	if e == nil || len(e.Argv) == 0 || (e.TTY == nil && len(fds) != 3) || (e.TTY != nil && len(fds) > 1) {
 		ctl.send(&message{Kind: msgError, ID: m.ID, Error: "malformed exec request"})
 		return
 	}
@@ -431,6 +440,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 	pidfd, master := -1, -1
 	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd,
 		Credential: &syscall.Credential{Uid: uint32(as.uid), Gid: uint32(as.gid), Groups: []uint32{}}}
+	var rl *relay
 	if e.TTY != nil {
 		var peer int
 		if master, peer, err = openTerminal(*e.TTY, as); err != nil {
@@ -439,6 +449,18 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		}
 		defer unix.Close(master)
 		defer unix.Close(peer)
+		if len(fds) == 1 {
+			// fds are the serve loop's to close, master this function's: the relay gets copies.
+			if rl, err = newRelay(master, fds[0]); err != nil {
+				ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+				return
+			}
+			defer func() {
+				if rl != nil { // the command did not start
+					rl.close()
+				}
+			}()
+		}
 		fds = []int{peer, peer, peer}
 		// The terminal becomes the controlling terminal of the command's new session.
 		sys.Setctty, sys.Ctty = true, 0
@@ -459,11 +481,17 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		ctl.send(&message{Kind: msgError, ID: m.ID, Error: fmt.Sprintf("exec %s: %v", e.Argv[0], err), ExitCode: code})
 		return
 	}
-	procs[pid] = running{id: m.ID, pidfd: pidfd}
+	r := running{id: m.ID, pidfd: pidfd}
 	var pass []int
-	if master >= 0 {
+	switch {
+	case rl != nil:
+		r.tty = rl.master
+		rl.start()
+		rl = nil
+	case master >= 0:
 		pass = []int{master}
 	}
+	procs[pid] = r
 	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid}, pass...)
 }
 

@@ -40,6 +40,9 @@ type Launcher struct {
 	// CPU time also counts time the host throttled it: an exec's CPU time is then capped by the
 	// cgroup's usage during it, which the host kernel charged.
 	CgroupCPU bool
+	// TerminalRelay says init's terminals are objects of the sandbox's own kernel (gVisor), which
+	// cannot be handed to the host: init relays them (see relay).
+	TerminalRelay bool
 	// KillGrace, when set, replaces killGrace: how long init has to kill a timed-out command
 	// before the whole sandbox is. A sandbox kernel that shares its CPU limit with its processes
 	// (gVisor) can take seconds to run init while a fork bomb fills it.

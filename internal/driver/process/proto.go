@@ -33,21 +33,23 @@ const (
 	msgStarted = "started" // init → driver: the command runs (ID, Pid; a TTY's master as the fd)
 	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal, Usage)
 	msgSignal  = "signal"  // driver → init: signal a command's process group (ID, Signal)
+	msgResize  = "resize"  // driver → init: set a relayed terminal's size (ID, Size)
 	msgPing    = "ping"    // driver → init: are you there? (a driver adopting the sandbox asks)
 	msgPong    = "pong"    // init → driver: yes (ID; Guest, when the sandbox's kernel counts its processes)
 )
 
 type message struct {
-	Kind     string      `json:"kind"`
-	ID       string      `json:"id,omitempty"`
-	Config   *initConfig `json:"config,omitempty"`
-	Exec     *execSpec   `json:"exec,omitempty"`
-	Pid      int         `json:"pid,omitempty"`
-	ExitCode int         `json:"exitCode,omitempty"`
-	Signal   int         `json:"signal,omitempty"`
-	Usage    *rusage     `json:"usage,omitempty"`
-	Error    string      `json:"error,omitempty"`
-	Guest    *guestStats `json:"guest,omitempty"`
+	Kind     string           `json:"kind"`
+	ID       string           `json:"id,omitempty"`
+	Config   *initConfig      `json:"config,omitempty"`
+	Exec     *execSpec        `json:"exec,omitempty"`
+	Pid      int              `json:"pid,omitempty"`
+	ExitCode int              `json:"exitCode,omitempty"`
+	Signal   int              `json:"signal,omitempty"`
+	Usage    *rusage          `json:"usage,omitempty"`
+	Error    string           `json:"error,omitempty"`
+	Guest    *guestStats      `json:"guest,omitempty"`
+	Size     *sandbox.Winsize `json:"size,omitempty"`
 
 	// files are the descriptors that came with the message to the driver; whoever takes the
 	// message owns them.
@@ -66,7 +68,8 @@ type execSpec struct {
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
 	// TTY, when set, runs the command on a new terminal of the sandbox's devpts of this size;
-	// init sends the master back with msgStarted.
+	// init sends the master back with msgStarted, or relays it through the one descriptor that
+	// came with the request (see relay).
 	TTY *sandbox.Winsize `json:"tty,omitempty"`
 }
 
@@ -102,6 +105,17 @@ func socketPair() (driverEnd, initEnd *os.File, err error) {
 		return nil, nil, fmt.Errorf("socketpair: %w", err)
 	}
 	return os.NewFile(uintptr(fds[0]), "airlock-control"), os.NewFile(uintptr(fds[1]), "airlock-control-init"), nil
+}
+
+// streamPair makes a connected pair of stream sockets (a terminal relay's); ours is non-blocking,
+// for the runtime's poller, theirs is for init.
+func streamPair() (ours, theirs *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	unix.SetNonblock(fds[0], true)
+	return os.NewFile(uintptr(fds[0]), "airlock-relay"), os.NewFile(uintptr(fds[1]), "airlock-relay-init"), nil
 }
 
 func (c *conn) send(m *message, files ...*os.File) error {

@@ -27,7 +27,8 @@ type stdio struct {
 	closers []*os.File  // the driver's copies of child ends
 	readers []*os.File  // what the pumps read: output pipes' read ends, or a terminal's master
 	stdin   *os.File    // the write end of a stdin pipe the driver feeds; closed when the exec ends
-	tty     *os.File    // the terminal's master, once init sent it
+	tty     *os.File    // the terminal's master, once init sent it, or the socket of its relay
+	relayed bool        // tty is a relay's socket
 	out     [2]*capture // stdout, stderr; stderr is nil with a TTY (merged into stdout)
 
 	pending atomic.Int32  // pumps running
@@ -154,11 +155,12 @@ func (s *stdio) startPumps(dsts []io.Writer) {
 	}
 }
 
-// attachTerminal takes the master of the command's terminal: what the terminal prints goes to
-// stdout, stdin is typed into it. Input's EOF is typed as the terminal's EOF character (^D), as a
-// user would end it; a nil stdin is empty input.
-func (s *stdio) attachTerminal(master *os.File, in io.Reader) {
-	s.tty = master
+// attachTerminal takes the master of the command's terminal (or, relayed, the socket init relays
+// it through): what the terminal prints goes to stdout, stdin is typed into it. Input's EOF is
+// typed as the terminal's EOF character (typeEOF; init does it for a relayed terminal when the
+// socket's write side is shut), as a user would end it; a nil stdin is empty input.
+func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
+	s.tty, s.relayed = master, relayed
 	s.readers = []*os.File{master}
 	s.startPumps([]io.Writer{s.out[0]})
 	go func() {
@@ -168,22 +170,13 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader) {
 				return
 			}
 		}
-		rc, err := master.SyscallConn()
-		if err != nil {
+		if !relayed {
+			typeEOF(master, w)
 			return
 		}
-		var t *unix.Termios
-		cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
-		// Closed (the exec is over) or raw: a program that reads the terminal raw decides itself
-		// what ends its input.
-		if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
-			return
+		if rc, err := master.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_WR) })
 		}
-		eof := []byte{t.Cc[unix.VEOF]}
-		if w.n > 0 && w.last != '\n' {
-			master.Write(eof) // ends the partial line; the next one ends the input
-		}
-		master.Write(eof)
 	}()
 }
 
@@ -203,15 +196,10 @@ func (l *lastByte) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// resize sets the terminal's size; the kernel sends SIGWINCH to its foreground process group.
+// resize sets the terminal's size (a relayed terminal's is set by init: msgResize).
 func (s *stdio) resize(ws sandbox.Winsize) {
-	if s.tty == nil || ws.Rows == 0 || ws.Cols == 0 {
-		return
-	}
-	if rc, err := s.tty.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
-		})
+	if s.tty != nil && !s.relayed {
+		setWinsize(s.tty, ws)
 	}
 }
 
