@@ -38,8 +38,8 @@ func verbs() []verb {
 		{"pause", "pause ID...                    freeze every process of sandboxes", pauseCmd},
 		{"resume", "resume ID...                   thaw paused sandboxes", resumeCmd},
 		{"rm", "rm ID...                       terminate sandboxes", rmCmd},
-		{"pull", "pull [--data-dir DIR] REF        pull an OCI image into the data dir", pullCmd},
-		{"images", "images [ls [--json] | rm REF... | prune]   the data dir's images", imagesCmd},
+		{"pull", "pull [--data-dir DIR] REF      pull an OCI image into the data dir (the daemon's with AIRLOCK_HOST)", pullCmd},
+		{"images", "images [ls [--json] | rm REF... | prune]   the data dir's images (the daemon's with AIRLOCK_HOST)", imagesCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
 		{"version", "version                        print the version", versionCmd},
 	}

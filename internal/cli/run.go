@@ -54,7 +54,8 @@ func runCmd(e *env, args []string) int {
 			}
 		})
 	}
-	reg := levels.Registry(cfg, network, e.log)
+	images, _ := levels.Images(cfg, e.log) // why not is logged; --image is then refused
+	reg := levels.Registry(cfg, network, images, e.log)
 	d, err := reg.Lookup(spec.Isolation)
 	if err != nil {
 		return fail(err)

@@ -65,14 +65,16 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	drivers := levels.Registry(cfg, network, log)
+	// One image store for the levels (image: on create) and the image API.
+	images, imagesErr := levels.Images(cfg, log)
+	drivers := levels.Registry(cfg, network, images, log)
 	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant}, drivers, d.store, log.With("component", "manager"))
 	network.SetSink(d.m.NetworkEvent)
 	if err := d.m.Recover(ctx); err != nil {
 		return nil, err
 	}
 	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version},
-		d.m, d.store, drivers, log.With("component", "api"))
+		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	d.srv = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -17,6 +17,10 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable: this host cannot provide what was asked, e.g. an isolation level (HTTP 422).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrServiceUnavailable: a part of the daemon the request needs is not working, e.g. its image
+	// store could not be opened (HTTP 503). Unlike ErrUnavailable, it is the daemon's state, not
+	// what the host can do.
+	ErrServiceUnavailable = errors.New("service unavailable")
 	// ErrSetup: a sandbox could not be set up on a host that should support it (HTTP 500, exit 125).
 	ErrSetup = errors.New("sandbox setup failed")
 	// ErrUnauthenticated: no API key, or one that is unknown or revoked (HTTP 401).

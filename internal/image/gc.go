@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
 )
 
@@ -59,13 +61,34 @@ func (s *Store) Acquire(img Image) (*Lease, error) {
 	return l, nil
 }
 
+// Collected is what Remove or GC did.
+type Collected struct {
+	Refs   []string // the references Remove untagged, sorted
+	Layers int      // layers deleted
+	Bytes  int64    // bytes freed (layers and manifests)
+	// InUse counts the layers no image refers to that were kept because a lease (a live
+	// sandbox) or a pull holds them; a later GC collects them once they are let go.
+	InUse int
+}
+
+// API returns c as the HTTP API shows it.
+func (c Collected) API() api.ImageRemoval {
+	refs := c.Refs
+	if refs == nil {
+		refs = []string{}
+	}
+	return api.ImageRemoval{Refs: refs, LayersRemoved: c.Layers, BytesFreed: c.Bytes, LayersInUse: c.InUse}
+}
+
 // Remove untags ref (normalized first; a digest "sha256:..." removes every ref of that
-// image), then collects what no image refers to.
-func (s *Store) Remove(ref string) error {
+// image), then collects what no image refers to. Layers a sandbox uses stay (Collected.InUse):
+// its lease keeps them until it ends.
+func (s *Store) Remove(ref string) (Collected, error) {
 	unlock, err := s.lock()
 	if err != nil {
-		return err
+		return Collected{}, err
 	}
+	var refs []string
 	idx, err := s.readIndex()
 	if err == nil {
 		var img Image
@@ -74,28 +97,32 @@ func (s *Store) Remove(ref string) error {
 				for k, v := range idx.Images {
 					if v.Digest == img.Digest {
 						delete(idx.Images, k)
+						refs = append(refs, k)
 					}
 				}
 			} else {
 				delete(idx.Images, img.Ref)
+				refs = append(refs, img.Ref)
 			}
 			err = s.writeIndex(idx)
 		}
 	}
 	unlock()
 	if err != nil {
-		return err
+		return Collected{}, err
 	}
-	_, _, err = s.GC()
-	return err
+	slices.Sort(refs)
+	c, err := s.GC()
+	c.Refs = refs
+	return c, err
 }
 
 // GC deletes the unpacked layers and the manifests no image refers to, except layers a lease
-// or a pull holds. It returns the number of layers deleted and the bytes freed.
-func (s *Store) GC() (removed int, freed int64, err error) {
+// or a pull holds (counted in InUse).
+func (s *Store) GC() (c Collected, err error) {
 	unlock, err := s.lock()
 	if err != nil {
-		return 0, 0, err
+		return c, err
 	}
 	// Layers to delete: locked, renamed into tmp/, deleted once the store's lock is let go.
 	type doomedLayer struct {
@@ -113,7 +140,7 @@ func (s *Store) GC() (removed int, freed int64, err error) {
 
 	idx, err := s.readIndex()
 	if err != nil {
-		return 0, 0, err
+		return c, err
 	}
 	layers, manifests := map[string]bool{}, map[string]bool{}
 	for _, img := range idx.Images {
@@ -125,7 +152,7 @@ func (s *Store) GC() (removed int, freed int64, err error) {
 	changed := false
 	entries, err := os.ReadDir(filepath.Join(s.dir, "layers", "sha256"))
 	if err != nil {
-		return 0, 0, fmt.Errorf("image store: %w", err)
+		return c, fmt.Errorf("image store: %w", err)
 	}
 	for _, e := range entries {
 		id := "sha256:" + e.Name()
@@ -135,7 +162,10 @@ func (s *Store) GC() (removed int, freed int64, err error) {
 		d := filepath.Join(s.dir, "layers", "sha256", e.Name())
 		f, err := tryLock(d, unix.LOCK_EX)
 		if err != nil {
-			continue // leased, or not ours to understand
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				c.InUse++ // leased
+			}
+			continue // or not ours to understand
 		}
 		n, ok := idx.Layers[id]
 		if !ok {
@@ -151,8 +181,8 @@ func (s *Store) GC() (removed int, freed int64, err error) {
 		doomed = append(doomed, doomedLayer{f, tmp})
 		delete(idx.Layers, id)
 		changed = true
-		removed++
-		freed += n
+		c.Layers++
+		c.Bytes += n
 	}
 	for id := range idx.Layers {
 		if !layers[id] {
@@ -166,25 +196,25 @@ func (s *Store) GC() (removed int, freed int64, err error) {
 	}
 	entries, err = os.ReadDir(filepath.Join(s.dir, "manifests", "sha256"))
 	if err != nil {
-		return removed, freed, fmt.Errorf("image store: %w", err)
+		return c, fmt.Errorf("image store: %w", err)
 	}
 	for _, e := range entries {
 		if manifests["sha256:"+e.Name()] {
 			continue
 		}
 		d := filepath.Join(s.dir, "manifests", "sha256", e.Name())
-		freed += duSize(d)
+		c.Bytes += duSize(d)
 		os.RemoveAll(d)
 	}
 	if changed {
 		if err := s.writeIndex(idx); err != nil {
-			return removed, freed, err
+			return c, err
 		}
 	}
-	if removed > 0 {
-		s.log.Info("image store: collected", "layers", removed, "bytes", freed)
+	if c.Layers > 0 {
+		s.log.Info("image store: collected", "layers", c.Layers, "bytes", c.Bytes, "inUse", c.InUse)
 	}
-	return removed, freed, nil
+	return c, nil
 }
 
 // Layers gives a sandbox the unpacked layers of ref (bottom first) and the image's environment,

@@ -54,8 +54,8 @@ func TestRemoveAndGC(t *testing.T) {
 	}
 
 	// Removing one keeps the shared base.
-	if err := s.Remove(ref1); err != nil {
-		t.Fatal(err)
+	if c, err := s.Remove(ref1); err != nil || !slices.Equal(c.Refs, []string{ref1}) || c.Layers != 1 || c.Bytes < int64(len("1")) || c.InUse != 0 {
+		t.Fatalf("Remove(one) = %+v, %v; want its one own layer", c, err)
 	}
 	if got := layers(); !slices.Equal(got, want(img2)) {
 		t.Errorf("after Remove(one): layers %v, want %v", got, want(img2))
@@ -63,7 +63,7 @@ func TestRemoveAndGC(t *testing.T) {
 	if _, err := s.Get(ref1); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Get(removed) = %v", err)
 	}
-	if err := s.Remove(ref1); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := s.Remove(ref1); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Remove twice = %v", err)
 	}
 	if es := entries(t, filepath.Join(s.dir, "manifests/sha256")); len(es) != 1 || "sha256:"+es[0] != img2.Digest {
@@ -75,8 +75,8 @@ func TestRemoveAndGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Remove(img2.Digest); err != nil {
-		t.Fatal(err)
+	if c, err := s.Remove(img2.Digest); err != nil || !slices.Equal(c.Refs, []string{ref2}) || c.Layers != 0 || c.InUse != 2 {
+		t.Fatalf("Remove(leased) = %+v, %v; want its 2 layers kept in use", c, err)
 	}
 	if list, _ := s.List(); len(list) != 0 {
 		t.Errorf("List after removing all = %v", list)
@@ -87,14 +87,14 @@ func TestRemoveAndGC(t *testing.T) {
 	if dirs, err := s.LayerDirs(img2); err != nil || len(dirs) != 2 {
 		t.Errorf("LayerDirs of a leased, removed image = %v, %v", dirs, err)
 	}
-	if n, _, err := s.GC(); n != 0 || err != nil {
-		t.Errorf("GC with a lease = %d, %v", n, err)
+	if c, err := s.GC(); c.Layers != 0 || c.InUse != 2 || err != nil {
+		t.Errorf("GC with a lease = %+v, %v", c, err)
 	}
 	lease.Release()
 	lease.Release()
-	n, freed, err := s.GC()
-	if n != 2 || freed < int64(len("shared")+len("2")) || err != nil {
-		t.Errorf("GC after Release = %d, %d, %v; want 2 layers", n, freed, err)
+	c, err := s.GC()
+	if c.Layers != 2 || c.Bytes < int64(len("shared")+len("2")) || c.InUse != 0 || c.Refs != nil || err != nil {
+		t.Errorf("GC after Release = %+v, %v; want 2 layers", c, err)
 	}
 	if got := layers(); len(got) != 0 {
 		t.Errorf("layers after GC = %v", got)

@@ -34,6 +34,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
 )
 
@@ -66,6 +67,16 @@ type Image struct {
 	Config Config    `json:"config"`
 	Size   int64     `json:"size"` // unpacked bytes: the uncompressed layer tars
 	Pulled time.Time `json:"pulled"`
+}
+
+// API returns img as the HTTP API shows it.
+func (img Image) API() api.Image {
+	c, layers := img.Config, img.Layers
+	if layers == nil {
+		layers = []string{}
+	}
+	return api.Image{Ref: img.Ref, Digest: img.Digest, Layers: layers, Size: img.Size, Pulled: img.Pulled,
+		Config: api.ImageConfig{Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir, User: c.User}}
 }
 
 // Config is what a sandbox takes from the image's configuration.

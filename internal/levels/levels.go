@@ -15,13 +15,13 @@ import (
 )
 
 // Registry probes the host and returns every compiled-in level, attached to the network service
-// (nil: only egress "none" is offered) and to the image store of cfg's data dir.
-func Registry(cfg config.Config, network *egress.Service, log *slog.Logger) *driver.Registry {
+// (nil: only egress "none" is offered) and to the image store (nil: sandboxes from images are
+// refused).
+func Registry(cfg config.Config, network *egress.Service, images *image.Store, log *slog.Logger) *driver.Registry {
 	r := driver.NewRegistry()
-	images := Images(cfg, log)
 	p := cfg.ProcessDriver()
 	p.Network = network
-	if images != nil {
+	if images != nil { // not a typed nil in the interface
 		p.Images = images
 	}
 	proc := process.New(p, log.With("level", "process"))
@@ -35,16 +35,16 @@ func Registry(cfg config.Config, network *egress.Service, log *slog.Logger) *dri
 	return r
 }
 
-// Images opens the image store of cfg, or logs why it cannot and returns nil (sandboxes from
-// images are then refused with that reason).
-func Images(cfg config.Config, log *slog.Logger) *image.Store {
+// Images opens the image store of cfg. When it cannot, it logs why and returns the error (with
+// no store, sandboxes from images are refused, and the daemon's image API answers 503 with it).
+func Images(cfg config.Config, log *slog.Logger) (*image.Store, error) {
 	dir, opts := cfg.ImageStore()
 	s, err := image.Open(dir, opts, log.With("component", "images"))
 	if err != nil {
 		log.Warn("image store unavailable", "dir", dir, "err", err)
-		return nil
+		return nil, err
 	}
-	return s
+	return s, nil
 }
 
 // Network returns the network service of cfg (validated already by cfg.Validate).

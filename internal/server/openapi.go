@@ -29,7 +29,12 @@ func openapi(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 
 type obj = map[string]any
 
-var pathParam = regexp.MustCompile(`\{(\w+)\}`)
+// pathParam matches a route's path parameters: {id}, and {ref...}, which takes the rest of the
+// path (OpenAPI spells it {ref}).
+var pathParam = regexp.MustCompile(`\{(\w+)(?:\.\.\.)?\}`)
+
+// docPath is a route's path as OpenAPI spells it.
+func docPath(path string) string { return strings.ReplaceAll(path, "...}", "}") }
 
 func buildOpenAPI(version string) obj {
 	g := &schemaGen{defs: obj{}}
@@ -42,7 +47,13 @@ func buildOpenAPI(version string) obj {
 		op := obj{"summary": rt.doc.summary, "operationId": operationID(rt)}
 		var params []any
 		for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
-			params = append(params, obj{"name": m[1], "in": "path", "required": true, "schema": obj{"type": "string"}})
+			pp := obj{"name": m[1], "in": "path", "required": true, "schema": obj{"type": "string"}}
+			for _, d := range rt.doc.path {
+				if d.name == m[1] {
+					pp["description"], pp["schema"] = d.desc, obj{"type": d.typ}
+				}
+			}
+			params = append(params, pp)
 		}
 		for _, q := range rt.doc.query {
 			params = append(params, obj{"name": q.name, "in": "query", "description": q.desc, "schema": obj{"type": q.typ}})
@@ -80,10 +91,10 @@ func buildOpenAPI(version string) obj {
 			status = "201"
 		}
 		op["responses"] = obj{status: ok, "4XX": errResp, "5XX": errResp}
-		p, _ := paths[rt.path].(obj)
+		p, _ := paths[docPath(rt.path)].(obj)
 		if p == nil {
 			p = obj{}
-			paths[rt.path] = p
+			paths[docPath(rt.path)] = p
 		}
 		p[strings.ToLower(rt.method)] = op
 	}

@@ -79,6 +79,9 @@ func errorStatus(err error) (int, api.Error) {
 			e.Code = api.CodeIsolationUnavailable
 		}
 		return http.StatusUnprocessableEntity, e
+	case errors.Is(err, errdefs.ErrServiceUnavailable):
+		e.Code = api.CodeUnavailable
+		return http.StatusServiceUnavailable, e
 	case errors.Is(err, errdefs.ErrQuota):
 		e.Code = api.CodeQuotaExceeded
 		return http.StatusTooManyRequests, e

@@ -16,6 +16,7 @@ type opDoc struct {
 	resp    any // the "data" of the success envelope, nil for none
 	created bool
 	query   []param
+	path    []param // descriptions of path parameters beyond "an ID"
 	// raw request/response bodies and streams, instead of JSON
 	rawBody, rawResp bool
 	stream           string // "websocket", "sse+websocket"
@@ -23,7 +24,16 @@ type opDoc struct {
 
 type param struct{ name, typ, desc string }
 
-const sbx = "/api/v1/sandboxes/{id}"
+const (
+	sbx = "/api/v1/sandboxes/{id}"
+	// imageRef takes the rest of the path, so that a reference's slashes need no escaping:
+	// /api/v1/images/ghcr.io/org/app:v1.
+	imageRef = "/api/v1/images/{ref...}"
+)
+
+// refParam documents the image routes' {ref}.
+var refParam = []param{{"ref", "string", "an image reference as pulled (python:3.12-slim, ghcr.io/org/app:v1, repo@sha256:...) " +
+	"or a manifest digest (sha256:...): the rest of the path, where its slashes need no escaping"}}
 
 // routes is the whole API.
 func routes() []route {
@@ -71,6 +81,14 @@ func routes() []route {
 		{"GET", sbx + "/files/stat", false, statFile, opDoc{summary: "Describe a file (a final symlink is not followed)", resp: api.FileInfo{}, query: pathQ}},
 		{"POST", sbx + "/files/mkdir", false, mkdir, opDoc{summary: "Create a directory", resp: api.FileInfo{}, created: true, query: append(pathQ,
 			param{"parents", "boolean", "create missing parents, like mkdir -p"})}},
+
+		{"GET", "/api/v1/images", false, listImages, opDoc{summary: "List the host's images (one store, shared by every tenant), sorted by ref", resp: []api.Image{}}},
+		{"POST", "/api/v1/images", false, pullImage, opDoc{summary: "Pull an image from its registry (with the daemon host's registry credentials); answers once it is unpacked",
+			body: api.PullRequest{}, resp: api.Image{}, created: true}},
+		{"POST", "/api/v1/images/prune", false, pruneImages, opDoc{summary: "Delete the layers no image refers to; those a live sandbox uses are kept", resp: api.ImageRemoval{}}},
+		{"GET", imageRef, false, getImage, opDoc{summary: "One image", resp: api.Image{}, path: refParam}},
+		{"DELETE", imageRef, false, removeImage, opDoc{summary: "Remove an image (by digest: every ref of it) and the layers only it used; a live sandbox keeps the layers it uses until it ends",
+			resp: api.ImageRemoval{}, path: refParam}},
 
 		{"POST", "/api/sandbox/create", false, compatCreate, opDoc{summary: "Compatibility: create a sandbox", body: api.CompatCreateRequest{}, resp: api.CompatSandbox{}, created: true}},
 		{"GET", "/api/sandbox/{id}", false, compatGet, opDoc{summary: "Compatibility: one sandbox", resp: api.CompatSandbox{}}},

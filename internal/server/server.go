@@ -13,6 +13,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
@@ -28,12 +29,20 @@ type Config struct {
 	Version string
 }
 
+// Images is the daemon's image store, which the image API serves: Store, or Err saying why
+// there is none (the image API then answers 503 with it).
+type Images struct {
+	Store *image.Store
+	Err   error
+}
+
 // Server serves the API.
 type Server struct {
 	cfg     Config
 	m       *manager.Manager
 	store   *store.Store
 	drivers *driver.Registry
+	images  Images
 	log     *slog.Logger
 	mux     *http.ServeMux
 }
@@ -47,15 +56,16 @@ type route struct {
 	doc          opDoc
 }
 
-// New returns the API over a manager.
-func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Registry, log *slog.Logger) *Server {
+// New returns the API over a manager, its store and levels, and the host's image store (the
+// same one the levels use).
+func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Registry, images Images, log *slog.Logger) *Server {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.MaxUploadBytes == 0 {
 		cfg.MaxUploadBytes = 1 << 30
 	}
-	s := &Server{cfg: cfg, m: m, store: st, drivers: drivers, log: log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, m: m, store: st, drivers: drivers, images: images, log: log, mux: http.NewServeMux()}
 	for _, rt := range routes() {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}

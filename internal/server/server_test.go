@@ -28,6 +28,7 @@ func TestErrorStatus(t *testing.T) {
 		{&sandbox.StateError{ID: "sbx_1", Status: api.StatusPaused, Op: "exec"}, 409, api.CodeConflict, ""},
 		{&errdefs.FieldError{Field: "isolation", Message: "no", Kind: errdefs.ErrUnavailable}, 422, api.CodeIsolationUnavailable, "isolation"},
 		{errdefs.Unavailable("network.egressPolicy", "later"), 422, api.CodeUnavailable, "network.egressPolicy"},
+		{errdefs.New(errdefs.ErrServiceUnavailable, "no image store"), 503, api.CodeUnavailable, ""},
 		{fmt.Errorf("q: %w", errdefs.ErrQuota), 429, api.CodeQuotaExceeded, ""},
 		{fmt.Errorf("k: %w", errdefs.ErrUnauthenticated), 401, api.CodeUnauthorized, ""},
 		{fmt.Errorf("p: %w", errdefs.ErrPermissionDenied), 403, api.CodeForbidden, ""},
@@ -126,7 +127,7 @@ func mustFieldError(t *testing.T, err error) {
 // TestOpenAPI checks the served document: OpenAPI 3.1, every route of the server in it with its
 // method, every path of it routed by the server's mux to that very route, and every $ref defined.
 func TestOpenAPI(t *testing.T) {
-	s := New(Config{Version: "test"}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	s := New(Config{Version: "test"}, nil, nil, nil, Images{}, slog.New(slog.DiscardHandler))
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/openapi.json", nil))
 	if rec.Code != 200 {
@@ -145,7 +146,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 	n := 0
 	for _, rt := range routes() {
-		op, ok := doc.Paths[rt.path][strings.ToLower(rt.method)]
+		op, ok := doc.Paths[docPath(rt.path)][strings.ToLower(rt.method)]
 		if !ok {
 			t.Errorf("route %s %s is not in the document", rt.method, rt.path)
 			continue
@@ -157,9 +158,9 @@ func TestOpenAPI(t *testing.T) {
 	}
 	for path, ops := range doc.Paths {
 		for method := range ops {
-			concrete := strings.NewReplacer("{id}", "sbx_x", "{execId}", "exec_x", "{runId}", "exec_y").Replace(path)
+			concrete := strings.NewReplacer("{id}", "sbx_x", "{execId}", "exec_x", "{runId}", "exec_y", "{ref}", "ghcr.io/org/app:v1").Replace(path)
 			_, pattern := s.mux.Handler(httptest.NewRequest(strings.ToUpper(method), concrete, nil))
-			if pattern != strings.ToUpper(method)+" "+path {
+			if docPath(pattern) != strings.ToUpper(method)+" "+path {
 				t.Errorf("documented %s %s is served by %q", method, path, pattern)
 			}
 		}
@@ -172,7 +173,7 @@ func TestOpenAPI(t *testing.T) {
 			t.Errorf("$ref to undefined schema %s", m[1])
 		}
 	}
-	for _, name := range []string{"Spec", "Sandbox", "ExecResult", "ExecRequest", "FileInfo", "Error"} {
+	for _, name := range []string{"Spec", "Sandbox", "ExecResult", "ExecRequest", "FileInfo", "Error", "Image", "PullRequest", "ImageRemoval"} {
 		if _, ok := doc.Components.Schemas[name]; !ok {
 			t.Errorf("schema %s missing", name)
 		}
