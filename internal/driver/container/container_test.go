@@ -104,7 +104,6 @@ var skips = map[string]map[string]string{
 	sandbox.RuntimeRunc: {},
 	sandbox.RuntimeRunsc: {
 		"HostUnprivileged": "gVisor's sandbox root is root of gVisor's own kernel, and /proc/self/uid_map shows that kernel's view; on the host the sentry and gofer run as root with most capabilities dropped and their own seccomp filters, which is gVisor's model",
-		"MemoryBomb":       "the cgroup charges the sentry's memory: at the limit the host's OOM killer ends the whole sandbox, not the command",
 	},
 }
 

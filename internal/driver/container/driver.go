@@ -308,11 +308,12 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	}
 	// runc's sandboxes are the host kernel's processes, counted by the host's pids cgroup;
 	// gVisor's are its own, counted in its kernel (process.Launcher.GuestPids).
-	var pids, guestPids int64
+	var pids, guestPids, guestMemory int64
 	if rt.name == sandbox.RuntimeRunc {
 		pids = spec.Resources.MaxProcesses + initTasks
 	} else {
 		guestPids = spec.Resources.MaxProcesses + initTasks
+		guestMemory = spec.Resources.MemoryMB << 20
 	}
 	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, pids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
@@ -330,7 +331,10 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		Cgroup:    d.cgroups.Open(d.cfg.CgroupParent, id),
 		PidsLimit: pids,
 		GuestPids: guestPids,
-		KillGrace: killGrace[rt.name],
+		// gVisor's memory is charged to its sentry: the runtime's limit has headroom, and
+		// airlock ends the largest process at the sandbox's limit.
+		GuestMemory: guestMemory,
+		KillGrace:   killGrace[rt.name],
 		// gVisor's terminals are its own: init relays them.
 		TerminalRelay: rt.name == sandbox.RuntimeRunsc,
 		Root:          b.rootfs,

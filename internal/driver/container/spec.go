@@ -63,7 +63,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 		Linux: &specs.Linux{
 			CgroupsPath: "/" + cgroupParent + "/" + id,
 			Resources: &specs.LinuxResources{
-				Memory: &specs.LinuxMemory{Limit: ptr(spec.Resources.MemoryMB << 20)},
+				Memory: &specs.LinuxMemory{Limit: ptr(memoryLimit(rt, spec.Resources.MemoryMB<<20))},
 				CPU: &specs.LinuxCPU{
 					Period: ptr(uint64(100_000)),
 					Quota:  ptr(int64(spec.Resources.CPU * 100_000)),
@@ -99,3 +99,13 @@ func writeSpec(dir string, s *specs.Spec) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// memoryLimit is the runtime cgroup's memory limit for a sandbox of memory bytes: gVisor's has
+// headroom for its sentry, and airlock enforces the sandbox's own limit inside (see
+// process.GuestHeadroom).
+func memoryLimit(rt *runtime, memory int64) int64 {
+	if rt.name == sandbox.RuntimeRunsc {
+		return memory + process.GuestHeadroom(memory)
+	}
+	return memory
+}

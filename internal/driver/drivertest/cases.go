@@ -324,7 +324,13 @@ func testMemoryBomb(t *testing.T, h *Harness) {
 	// files it mapped (python's libraries) that the memory cgroup charged to someone else: it can
 	// pass the limit by those few MiB.
 	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, 160)
-	// The sandbox survives its bomb.
+	// The sandbox survives its bomb, uses its memory again, and a second bomb ends the same way.
+	expect(t, Exec(t, sb, 10*time.Second, "echo alive"), 0, "alive")
+	expect(t, Exec(t, sb, 30*time.Second, `python3 -c 'b = bytearray(64 << 20); print("allocated")'`), 0, "allocated")
+	res = Exec(t, sb, 30*time.Second, `python3 -c 'b = bytearray(1024 * 1024 * 1024); print("allocated")'`)
+	if res.ExitCode != sandbox.ExitOOM || !res.OOMKilled {
+		t.Fatalf("second memory bomb: exit %d oomKilled %v events %+v", res.ExitCode, res.OOMKilled, res.LimitEvents)
+	}
 	expect(t, Exec(t, sb, 10*time.Second, "echo alive"), 0, "alive")
 }
 

@@ -251,7 +251,7 @@ func (s *Sandbox) counters() counters {
 	c.ev, _ = s.events.Read()
 	if s.ext != nil && s.ext.GuestPids > 0 {
 		if g, err := s.guestStats(context.Background()); err == nil {
-			c.ev.PidsLimitHits = g.PidsHits
+			c.ev.PidsLimitHits, c.ev.OOMKills = g.PidsHits, g.OOMKills
 		}
 	}
 	if s.ext != nil && s.ext.CgroupCPU {

@@ -24,14 +24,16 @@ type guestStats struct {
 	Pids     int64 `json:"pids"`
 	PidsMax  int64 `json:"pidsMax"`
 	PidsHits int64 `json:"pidsHits"`
+	OOMKills int64 `json:"oomKills"` // processes init killed at the driver's word (msgOOM)
 }
 
 // guestCgroup is init's pids cgroup in the sandbox's kernel, reached through a descriptor of its
 // directory (the cgroup file system is unmounted once init is in it). A nil one does nothing.
 type guestCgroup struct {
-	dir  int
-	max  int64
-	hits int64
+	dir      int
+	max      int64
+	hits     int64
+	oomKills int64
 }
 
 // guestMount is where init mounts the sandbox kernel's pids hierarchy for the moment it needs it.
@@ -95,7 +97,70 @@ func (g *guestCgroup) stats() *guestStats {
 	if g == nil {
 		return nil
 	}
-	return &guestStats{Pids: g.current(), PidsMax: g.max, PidsHits: g.hits}
+	return &guestStats{Pids: g.current(), PidsMax: g.max, PidsHits: g.hits, OOMKills: g.oomKills}
+}
+
+// The memory limit of a sandbox with its own kernel: the host's cgroup charges that kernel for
+// everything, so at the limit the host's OOM killer would end the whole sandbox. Its limit has
+// headroom instead (GuestHeadroom), and when the use reaches the sandbox's limit the driver
+// (watching the cgroup) tells init, which kills the process with the largest resident set, as
+// the kernel's OOM killer would.
+
+// GuestHeadroom is what the host cgroup of a sandbox of memory bytes allows above them: the
+// sandbox kernel's own memory, and the time the driver and init take to kill a process that
+// allocates fast.
+func GuestHeadroom(memory int64) int64 { return 64<<20 + memory/4 }
+
+// oomKill kills the largest process but init, and counts it.
+func (g *guestCgroup) oomKill() {
+	if g == nil {
+		return
+	}
+	ents, _ := os.ReadDir("/proc")
+	victim, most := 0, int64(-1)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/statm")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if rss, err := strconv.ParseInt(f[1], 10, 64); err == nil && rss > most {
+			victim, most = pid, rss
+		}
+	}
+	if victim > 0 && unix.Kill(victim, unix.SIGKILL) == nil {
+		g.oomKills++
+	}
+}
+
+// watchGuestMemory tells init to kill a process whenever the sandbox's use reaches its limit,
+// until the sandbox ends.
+func (s *Sandbox) watchGuestMemory(limit int64) error {
+	w, err := s.cg.WatchMemory(limit)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer w.Close()
+		for {
+			select {
+			case <-w.C:
+				if w.Over() {
+					s.ctl.send(&message{Kind: msgOOM})
+				}
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return nil
 }
 
 // guestPings tells pings apart.

@@ -349,6 +349,8 @@ func (srv *initServer) serve() {
 					}
 				}
 			}
+		case msgOOM:
+			srv.guest.oomKill()
 		case msgResize:
 			for _, r := range procs {
 				if r.id == m.ID && r.tty != nil && m.Size != nil {

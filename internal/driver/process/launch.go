@@ -40,6 +40,9 @@ type Launcher struct {
 	// CPU time also counts time the host throttled it: an exec's CPU time is then capped by the
 	// cgroup's usage during it, which the host kernel charged.
 	CgroupCPU bool
+	// GuestMemory, when set, is the memory limit for the driver and init to enforce (see
+	// GuestHeadroom): the runtime set Cgroup's limit higher by the headroom. Only with GuestPids.
+	GuestMemory int64
 	// TerminalRelay says init's terminals are objects of the sandbox's own kernel (gVisor), which
 	// cannot be handed to the host: init relays them (see relay).
 	TerminalRelay bool
@@ -115,6 +118,11 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 	}
 	if err := s.awaitReady(ctx, ready); err != nil {
 		return fail(err)
+	}
+	if l.GuestMemory > 0 && l.GuestPids > 0 {
+		if err := s.watchGuestMemory(l.GuestMemory); err != nil {
+			return fail(err)
+		}
 	}
 	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "ready", time.Since(t0))
 	return s, nil

@@ -33,6 +33,7 @@ const (
 	msgStarted = "started" // init → driver: the command runs (ID, Pid; a TTY's master as the fd)
 	msgExited  = "exited"  // init → driver: the command ended (ID, ExitCode, Signal, Usage)
 	msgSignal  = "signal"  // driver → init: signal a command's process group (ID, Signal)
+	msgOOM     = "oom"     // driver → init: the sandbox is at its memory limit; kill its largest process
 	msgResize  = "resize"  // driver → init: set a relayed terminal's size (ID, Size)
 	msgPing    = "ping"    // driver → init: are you there? (a driver adopting the sandbox asks)
 	msgPong    = "pong"    // init → driver: yes (ID; Guest, when the sandbox's kernel counts its processes)
