@@ -102,9 +102,10 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	std.closeChildEnds()
 
 	var (
-		killTimer <-chan time.Time
-		resize    <-chan sandbox.Winsize // read once the terminal exists
-		usage     *rusage
+		killTimer  <-chan time.Time
+		resize     <-chan sandbox.Winsize // read once the terminal exists
+		usage      *rusage
+		guestAfter *guestStats // the sandbox kernel's counters when the command ended
 	)
 	signals := req.Signal
 	done := ctx.Done()
@@ -113,6 +114,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		case m := <-ch:
 			switch m.Kind {
 			case msgStarted:
+				guest(&before, m)
 				switch {
 				case relayEnd != nil:
 					std.attachTerminal(relayEnd, req.Stdin, true)
@@ -124,7 +126,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				}
 			case msgExited:
 				res.ExitCode = m.ExitCode
-				usage = m.Usage
+				usage, guestAfter = m.Usage, m.Guest
 				waiting = false
 			case msgError:
 				// The command could not start (not found, not executable): answer like a shell.
@@ -180,7 +182,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		grace = 0
 	}
 	std.finish(grace, &res)
-	s.account(before, usage, &res)
+	s.account(before, usage, guestAfter, &res)
 	if res.TimedOut {
 		res.ExitCode = sandbox.ExitTimeout
 	}
@@ -244,16 +246,20 @@ type counters struct {
 	ev    cgroups.Events
 	txNet int64
 	cpu   time.Duration // the cgroup's CPU usage, when the runtime's rusage overstates (CgroupCPU)
+	guest bool          // ev's pids and OOM counts are the sandbox kernel's (msgStarted's)
+}
+
+// guest takes the sandbox kernel's counters that init sends with a command's start (see
+// guestCgroup) into c.
+func guest(c *counters, m *message) {
+	if m.Guest != nil {
+		c.ev.PidsLimitHits, c.ev.OOMKills, c.guest = m.Guest.PidsHits, m.Guest.OOMKills, true
+	}
 }
 
 func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
-	if s.ext != nil && s.ext.GuestPids > 0 {
-		if g, err := s.guestStats(context.Background()); err == nil {
-			c.ev.PidsLimitHits, c.ev.OOMKills = g.PidsHits, g.OOMKills
-		}
-	}
 	if s.ext != nil && s.ext.CgroupCPU {
 		if st, err := s.cg.Stats(); err == nil {
 			c.cpu = st.CPUUsage
@@ -268,8 +274,14 @@ func (s *Sandbox) counters() counters {
 
 // account fills the result's usage from the command's rusage (nil if init could not report it)
 // and its limit events from the counters' movement during the exec.
-func (s *Sandbox) account(before counters, ru *rusage, res *sandbox.ExecResult) {
+func (s *Sandbox) account(before counters, ru *rusage, guestAfter *guestStats, res *sandbox.ExecResult) {
 	after := s.counters()
+	switch {
+	case before.guest && guestAfter != nil:
+		after.ev.PidsLimitHits, after.ev.OOMKills = guestAfter.PidsHits, guestAfter.OOMKills
+	case before.guest: // init is gone: the sandbox kernel's counts are lost with it
+		after.ev.PidsLimitHits, after.ev.OOMKills = before.ev.PidsLimitHits, before.ev.OOMKills
+	}
 	now := time.Now()
 	ev := func(typ, msg string, n int64) {
 		res.LimitEvents = append(res.LimitEvents, sandbox.LimitEvent{Type: typ, Message: msg, Count: n, Time: now})
