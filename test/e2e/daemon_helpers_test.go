@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -133,6 +134,20 @@ func (d *daemon) kill9() {
 }
 
 // client returns an SDK client with key.
+// cli runs the airlock CLI against the daemon (AIRLOCK_HOST) with key, stdin fed to it (nil:
+// none).
+func (d *daemon) cli(t *testing.T, key string, stdin io.Reader, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg(), time.Minute)
+	defer cancel()
+	cmd := airlockCmd(ctx, args...)
+	cmd.Env = append(cmd.Env, "AIRLOCK_HOST="+d.url, "AIRLOCK_TOKEN="+key)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	cmd.Run()
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
 func (d *daemon) client(key string) *client.Client {
 	tr := &http.Transport{MaxIdleConnsPerHost: 200}
 	if d.netns != "" {

@@ -437,17 +437,7 @@ func TestDaemonCLI(t *testing.T) {
 	dir := t.TempDir() + "/data"
 	key := newKey(t, dir, "t1")
 	d := startDaemon(t, dir)
-	cli := func(stdin io.Reader, args ...string) result {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bg(), time.Minute)
-		defer cancel()
-		cmd := airlockCmd(ctx, args...)
-		cmd.Env = append(cmd.Env, "AIRLOCK_HOST="+d.url, "AIRLOCK_TOKEN="+key)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
-		cmd.Run()
-		return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
-	}
+	cli := func(stdin io.Reader, args ...string) result { t.Helper(); return d.cli(t, key, stdin, args...) }
 	r := cli(nil, "create", "--memory", "256M", "--disk", "64M", "--name", "cli-box")
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || !strings.HasPrefix(id, "sbx_") {

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -26,17 +23,7 @@ func TestImagesThroughDaemon(t *testing.T) {
 	key := newKey(t, dir, "t1")
 	d := startDaemon(t, dir)
 	c := d.client(key)
-	cliKey := func(key string, args ...string) result {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bg(), time.Minute)
-		defer cancel()
-		cmd := airlockCmd(ctx, args...)
-		cmd.Env = append(cmd.Env, "AIRLOCK_HOST="+d.url, "AIRLOCK_TOKEN="+key)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		cmd.Run()
-		return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
-	}
+	cliKey := func(key string, args ...string) result { t.Helper(); return d.cli(t, key, nil, args...) }
 	cli := func(args ...string) result { t.Helper(); return cliKey(key, args...) }
 
 	// With AIRLOCK_HOST the verbs ask the daemon, which wants a key (and a CLI that went to the
