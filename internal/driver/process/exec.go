@@ -89,11 +89,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		}
 		defer theirs.Close()
 		relayEnd, send = ours, []*os.File{theirs}
-		defer func() {
-			if std.tty == nil { // never attached
-				ours.Close()
-			}
-		}()
+		// Once attached, the stdio closes it with the outputs; Close after that is a no-op.
+		defer ours.Close()
 	}
 	start := time.Now()
 	if err := s.ctl.send(&message{Kind: msgExec, ID: req.ID, Exec: spec}, send...); err != nil {
