@@ -77,11 +77,7 @@ func (l localImages) pull(ctx context.Context, ref string) (api.Image, error) {
 
 func (l localImages) list(context.Context) ([]api.Image, error) {
 	imgs, err := l.s.List()
-	out := make([]api.Image, len(imgs))
-	for i, img := range imgs {
-		out[i] = img.API()
-	}
-	return out, err
+	return image.APIs(imgs), err
 }
 
 func (l localImages) remove(_ context.Context, ref string) (api.ImageRemoval, error) {

@@ -69,6 +69,15 @@ type Image struct {
 	Pulled time.Time `json:"pulled"`
 }
 
+// APIs is API of each image.
+func APIs(imgs []Image) []api.Image {
+	out := make([]api.Image, len(imgs))
+	for i, img := range imgs {
+		out[i] = img.API()
+	}
+	return out
+}
+
 // API returns img as the HTTP API shows it.
 func (img Image) API() api.Image {
 	c, layers := img.Config, img.Layers

@@ -35,11 +35,7 @@ func listImages(s *Server, w http.ResponseWriter, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]api.Image, len(imgs))
-	for i, img := range imgs {
-		out[i] = img.API()
-	}
-	return out, nil
+	return image.APIs(imgs), nil
 }
 
 func getImage(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

@@ -93,11 +93,21 @@ func (g *guestCgroup) sample() {
 	}
 }
 
-func (g *guestCgroup) stats() *guestStats {
+// counts are the event counters, which ride on every command's start and end (see
+// Sandbox.account); stats add the current count, which only Usage asks for (msgPing).
+func (g *guestCgroup) counts() *guestStats {
 	if g == nil {
 		return nil
 	}
-	return &guestStats{Pids: g.current(), PidsMax: g.max, PidsHits: g.hits, OOMKills: g.oomKills}
+	return &guestStats{PidsMax: g.max, PidsHits: g.hits, OOMKills: g.oomKills}
+}
+
+func (g *guestCgroup) stats() *guestStats {
+	st := g.counts()
+	if st != nil {
+		st.Pids = g.current()
+	}
+	return st
 }
 
 // The memory limit of a sandbox with its own kernel: the host's cgroup charges that kernel for

@@ -414,7 +414,7 @@ func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *sys
 	// The command's own usage and that of the descendants it waited for: what this exec cost,
 	// without the background processes of earlier ones. ru_maxrss is in KiB.
 	cpuUs := (ru.Utime.Nano() + ru.Stime.Nano()) / 1000
-	m := &message{Kind: msgExited, ID: r.id, Usage: &rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}, Guest: srv.guest.stats()}
+	m := &message{Kind: msgExited, ID: r.id, Usage: &rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}, Guest: srv.guest.counts()}
 	switch {
 	case ws.Exited():
 		m.ExitCode = ws.ExitStatus()
@@ -494,7 +494,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		pass = []int{master}
 	}
 	procs[pid] = r
-	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.stats()}, pass...)
+	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.counts()}, pass...)
 }
 
 // openTerminal makes a new pseudo-terminal on the sandbox's own devpts (/dev/ptmx points into
