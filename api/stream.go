@@ -20,6 +20,7 @@ const (
 	EventExecStarted    = "exec.started"    // Data: command
 	EventExecExited     = "exec.exited"     // Data: exitCode, durationMs
 	EventSandboxAdopted = "sandbox.adopted" // a restarted daemon took the sandbox over; Data: status
+	EventSandboxClaimed = "sandbox.claimed" // a create claimed the sandbox from a warm pool; Data: pool, warmedAt
 	// EventNetworkDNS is a DNS query to airlock's resolver. Data: proto, name, qtype, decision
 	// (allow, deny), rule, reason, answers.
 	EventNetworkDNS = "network.dns"

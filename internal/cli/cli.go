@@ -40,6 +40,7 @@ func verbs() []verb {
 		{"rm", "rm ID...                       terminate sandboxes", rmCmd},
 		{"pull", "pull [--data-dir DIR] REF      pull an OCI image into the data dir (the daemon's with AIRLOCK_HOST)", pullCmd},
 		{"images", "images [ls [--json] | rm REF... | prune]   the data dir's images (the daemon's with AIRLOCK_HOST)", imagesCmd},
+		{"pool", "pool [ls [--json] | inspect NAME | put NAME --size N [flags] | rm NAME...]   the daemon's warm pools", poolCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
 		{"version", "version                        print the version", versionCmd},
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"time"
@@ -42,19 +43,9 @@ func createCmd(e *env, args []string) int {
 // parseCreate turns create's flags into a spec. Unlike run, it leaves unset fields zero, so that
 // the daemon applies its own defaults and checks. code >= 0 means: exit with it.
 func parseCreate(r *remote, args []string) (spec api.Spec, asJSON bool, code int) {
-	fs := r.fs
-	var sf specFlags
-	var meta listFlag
-	var maxDuration, idle time.Duration
-	fs.StringVar(&spec.Name, "name", "", "a name for the sandbox")
-	fs.StringVar(&spec.AgentID, "agent-id", "", "the agent the sandbox is for (list filters by it)")
-	fs.Var(&meta, "metadata", "K=V metadata (repeatable)")
-	sf.register(fs, &spec)
-	fs.Var(durationFlag{&maxDuration}, "max-duration", "terminate the sandbox after this long, e.g. 30m (default 1h)")
-	fs.Var(durationFlag{&maxDuration}, "timeout", "the same as --max-duration")
-	fs.Var(durationFlag{&idle}, "idle-timeout", "terminate the sandbox after this long without activity (default 5m)")
-	fs.StringVar(&spec.Template, "template", "", "root filesystem template (default host)")
-	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON instead of its ID")
+	var sf specFlagSet
+	sf.register(r.fs)
+	r.fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON instead of its ID")
 	pos, code := r.parse(args, true)
 	if code >= 0 {
 		return spec, false, code
@@ -62,23 +53,53 @@ func parseCreate(r *remote, args []string) (spec api.Spec, asJSON bool, code int
 	if len(pos) > 0 {
 		return spec, false, r.usageError("unexpected argument %q", pos[0])
 	}
-	// Zero means "the default" in the API; on the command line an explicit 0 is a mistake and
-	// gets the range, as in run.
-	zeroErr := explicitZero(fs)
-	if zeroErr != nil {
-		return spec, false, r.usageError("%s", describe(zeroErr))
-	}
-	var err error
-	if spec.Environment, err = keyValues("env", sf.envs); err != nil {
-		return spec, false, r.usageError("%v", err)
-	}
-	if spec.Metadata, err = keyValues("metadata", meta); err != nil {
-		return spec, false, r.usageError("%v", err)
-	}
-	if err := sf.apply(&spec); err != nil {
+	spec, err := sf.spec(r.fs)
+	if err != nil {
 		return spec, false, r.usageError("%s", describe(err))
 	}
-	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(maxDuration.Seconds()))
-	spec.Timeout.IdleTimeoutSeconds = int64(math.Ceil(idle.Seconds()))
 	return spec, asJSON, -1
+}
+
+// specFlagSet is every flag of create that fills a spec: the sandbox's shape (specFlags) and what
+// a create adds to it (name, agent, metadata, timeouts). `pool put` takes the same flags, so that
+// a pool's shape is built exactly as a create's spec is, and refuses the create's own.
+type specFlagSet struct {
+	s                 api.Spec
+	sf                specFlags
+	meta              listFlag
+	maxDuration, idle time.Duration
+}
+
+func (f *specFlagSet) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.s.Name, "name", "", "a name for the sandbox")
+	fs.StringVar(&f.s.AgentID, "agent-id", "", "the agent the sandbox is for (list filters by it)")
+	fs.Var(&f.meta, "metadata", "K=V metadata (repeatable)")
+	f.sf.register(fs, &f.s)
+	fs.Var(durationFlag{&f.maxDuration}, "max-duration", "terminate the sandbox after this long, e.g. 30m (default 1h)")
+	fs.Var(durationFlag{&f.maxDuration}, "timeout", "the same as --max-duration")
+	fs.Var(durationFlag{&f.idle}, "idle-timeout", "terminate the sandbox after this long without activity (default 5m)")
+	fs.StringVar(&f.s.Template, "template", "", "root filesystem template (default host)")
+}
+
+// spec builds the spec from the parsed flags of fs.
+func (f *specFlagSet) spec(fs *flag.FlagSet) (api.Spec, error) {
+	spec := f.s
+	// Zero means "the default" in the API; on the command line an explicit 0 is a mistake and
+	// gets the range, as in run.
+	if err := explicitZero(fs); err != nil {
+		return spec, err
+	}
+	var err error
+	if spec.Environment, err = keyValues("env", f.sf.envs); err != nil {
+		return spec, err
+	}
+	if spec.Metadata, err = keyValues("metadata", f.meta); err != nil {
+		return spec, err
+	}
+	if err := f.sf.apply(&spec); err != nil {
+		return spec, err
+	}
+	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(f.maxDuration.Seconds()))
+	spec.Timeout.IdleTimeoutSeconds = int64(math.Ceil(f.idle.Seconds()))
+	return spec, nil
 }

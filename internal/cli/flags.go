@@ -45,8 +45,8 @@ func parseMiB(v string) (int64, error) { return sandbox.ParseMiB(v) }
 type durationFlag struct{ d *time.Duration }
 
 func (f durationFlag) String() string {
-	if f.d == nil {
-		return ""
+	if f.d == nil || *f.d == 0 {
+		return "" // unset: the help shows the default its usage names
 	}
 	return f.d.String()
 }

@@ -1,7 +1,8 @@
 package cli
 
-// What the client verbs (create, ls, inspect, exec, logs, pause, resume, rm, cp) share: finding
-// the daemon, parsing flags, and turning the daemon's answers into messages and exit statuses.
+// What the client verbs (create, ls, inspect, exec, logs, pause, resume, rm, cp, pool) share:
+// finding the daemon, parsing flags, and turning the daemon's answers into messages and exit
+// statuses.
 
 import (
 	"context"
@@ -35,6 +36,8 @@ type remote struct {
 	name string
 	fs   *flag.FlagSet
 	c    *client.Client
+	// hidden are flags the verb parses, to refuse them by name, but does not show in its help.
+	hidden map[string]bool
 }
 
 // newRemote prepares a client verb's flag set; usage is its argument synopsis.
@@ -44,9 +47,15 @@ func newRemote(e *env, name, usage string) *remote {
 	r := &remote{env: e, name: name, fs: fs}
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "usage: airlock %s %s\n", name, usage)
-		fs.SetOutput(e.stderr)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		shown := flag.NewFlagSet(name, flag.ContinueOnError)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !r.hidden[f.Name] {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		shown.SetOutput(e.stderr)
+		shown.PrintDefaults()
 		fmt.Fprintln(e.stderr, "\nThe daemon is found in AIRLOCK_HOST (default "+client.DefaultHost+"), its key in AIRLOCK_TOKEN.")
 	}
 	return r
@@ -62,8 +71,7 @@ func (r *remote) parse(args []string, interspersed bool) (pos []string, code int
 		pos = r.fs.Args()
 	}
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		r.fs.Usage()
+	case errors.Is(err, flag.ErrHelp): // the flag package has shown r.fs.Usage
 		return nil, 0
 	case err != nil:
 		// The flag package says "-disk"; airlock's flags are spelled "--disk".
@@ -74,13 +82,17 @@ func (r *remote) parse(args []string, interspersed bool) (pos []string, code int
 
 // oneID parses a verb that takes exactly one sandbox ID and finds the daemon; code >= 0 means:
 // exit with it.
-func (r *remote) oneID(args []string) (id string, code int) {
+func (r *remote) oneID(args []string) (id string, code int) { return r.oneArg(args, "sandbox ID") }
+
+// oneArg parses a verb that takes exactly one argument, a what, and finds the daemon; code >= 0
+// means: exit with it.
+func (r *remote) oneArg(args []string, what string) (arg string, code int) {
 	pos, code := r.parse(args, true)
 	if code >= 0 {
 		return "", code
 	}
 	if len(pos) != 1 {
-		return "", r.usageError("want one sandbox ID")
+		return "", r.usageError("want one %s", what)
 	}
 	if code := r.dial(); code >= 0 {
 		return "", code

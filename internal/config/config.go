@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/image"
@@ -53,6 +54,10 @@ type Config struct {
 	Container ContainerConfig `json:"container"`
 	// Images is the OCI image store under DataDir/images.
 	Images ImagesConfig `json:"images"`
+	// Pools are warm pools the daemon keeps from its start (see api.Pool: name, spec, size,
+	// refillPerSecond, maxAgeSeconds). Pools can also be made through the API; those are stored
+	// in the database, and one of a name given here is ignored.
+	Pools []api.Pool `json:"pools"`
 }
 
 // ContainerConfig configures the container level.

@@ -73,6 +73,9 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	if err := d.m.Recover(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.m.StartPools(ctx, cfg.Pools); err != nil {
+		return nil, err
+	}
 	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	d.srv = &http.Server{

@@ -110,6 +110,15 @@ type Networker interface {
 	UpdateNetwork(ctx context.Context, n sandbox.Network) error
 }
 
+// Claimer is a sandbox that can be made ahead of time, in a warm pool, and handed to the create
+// that claims it. Claim gives it that create's spec, whose shape (everything the pool matched on)
+// is the sandbox's own; what may differ takes effect per exec or live: environment, network
+// policy and credentials, name, metadata and timeouts. It is called once, before the claimant's
+// first exec, and when it returns the new policy is in force.
+type Claimer interface {
+	Claim(ctx context.Context, spec sandbox.Spec) error
+}
+
 // Reclaimer is a level that can release what is left of one sandbox whose driver object is gone,
 // e.g. after the daemon was killed: its cgroup, state files, network namespace.
 type Reclaimer interface {

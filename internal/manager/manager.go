@@ -62,6 +62,14 @@ type Manager struct {
 
 	events *eventLog
 
+	// claiming counts each tenant's claims from warm pools in flight, for the quota.
+	claiming map[string]int
+	claims   *claimWriter     // records claims, grouped
+	poolMu   sync.Mutex       // guards pools
+	pools    map[string]*pool // warm pools by name
+	// poolAPIMu orders PutPool and DeletePool, which store and then start or stop a pool.
+	poolAPIMu sync.Mutex
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -93,9 +101,14 @@ type box struct {
 func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
 	cfg.setDefaults()
 	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{}),
+		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st),
 		events: newEventLog(st, log)}
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.tick()
+	go func() {
+		defer m.wg.Done()
+		m.claims.run(m.stop)
+	}()
 	go func() {
 		defer m.wg.Done()
 		m.events.run(m.stop)
@@ -103,7 +116,8 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 	return m
 }
 
-// Create validates spec, makes a sandbox for the tenant in ctx and returns it ready.
+// Create validates spec, makes a sandbox for the tenant in ctx and returns it ready: claimed from
+// a warm pool of its shape when one has a sandbox ready, created cold otherwise.
 func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
 	ten := tenant.From(ctx)
 	sandbox.SetDefaults(&spec)
@@ -114,14 +128,21 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	if err != nil {
 		return api.Sandbox{}, &errdefs.FieldError{Field: "isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
 	}
+	var warm *box
+	p := m.matchPool(spec)
+	if p != nil {
+		warm = p.take()
+	}
 	now := time.Now().UTC()
-	rec := store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
-		Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now}
-	b := m.newBox(rec)
+	b := warm
+	if b == nil {
+		b = m.newBox(store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
+			Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now})
+	}
 	// The quota is checked and the slot taken under one lock, so concurrent creates cannot
-	// overshoot it.
+	// overshoot it; a claim in flight holds its slot in m.claiming.
 	m.mu.Lock()
-	n := 0
+	n := m.claiming[ten]
 	for _, o := range m.boxes {
 		if o.tenant == ten {
 			n++
@@ -129,55 +150,90 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	}
 	if n >= m.cfg.MaxSandboxesPerTenant {
 		m.mu.Unlock()
+		if warm != nil {
+			p.giveBack(warm)
+		}
 		return api.Sandbox{}, fmt.Errorf("tenant %q has %d live sandboxes, the most it may have: %w", ten, n, errdefs.ErrQuota)
 	}
-	m.boxes[b.id] = b
+	if warm != nil {
+		m.claiming[ten]++
+	} else {
+		m.boxes[b.id] = b
+	}
 	m.mu.Unlock()
 
-	tStore := time.Now()
-	if err := m.store.InsertSandbox(ctx, rec); err != nil {
-		m.forget(b, false)
-		return api.Sandbox{}, fmt.Errorf("record sandbox: %w", err)
+	if warm != nil {
+		view, err := m.claim(ctx, p, warm, ten, spec)
+		m.mu.Lock()
+		if m.claiming[ten]--; m.claiming[ten] == 0 {
+			delete(m.claiming, ten)
+		}
+		if err == nil {
+			m.boxes[b.id] = b
+		}
+		m.mu.Unlock()
+		if err == nil {
+			m.log.Info("sandbox claimed", "sandbox", b.id, "tenant", ten, "pool", p.def.Name, "took", time.Since(now))
+		}
+		return view, err
 	}
-	b.logs.event(b.id, "", api.EventSandboxStatus, "provisioning", map[string]any{"to": api.StatusProvisioning})
-	log := m.log.With("sandbox", b.id, "tenant", ten, "level", spec.Isolation)
 
 	// Setup is bounded by its own deadline, not the client's connection: a create that the
 	// client gave up on still ends in a recorded state.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	tDriver := time.Now()
-	sb, err := d.Create(sctx, b.id, spec)
-	tReady := time.Now()
-	if err != nil {
-		log.Warn("create failed", "err", err)
-		b.mu.Lock()
-		m.transitionLocked(sctx, b, api.StatusFailed, err.Error())
-		b.mu.Unlock()
-		m.forget(b, true)
+	if err := m.provision(sctx, d, b, sandbox.ReasonReady); err != nil {
 		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) {
 			return api.Sandbox{}, err
 		}
 		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
 	}
 	b.mu.Lock()
+	view := b.viewLocked()
+	b.mu.Unlock()
+	return view, nil
+}
+
+// provision records new sandbox b, has level d create it and records it ready for reason, with
+// the host facts a restarted daemon needs; on failure b ends failed and is forgotten.
+func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason string) error {
+	rec := store.Sandbox{ID: b.id, Tenant: b.tenant, Spec: b.spec, Status: b.status, Reason: b.reason,
+		CreatedAt: b.createdAt, UpdatedAt: b.createdAt}
+	tStore := time.Now()
+	if err := m.store.InsertSandbox(ctx, rec); err != nil {
+		m.forget(b, false)
+		return fmt.Errorf("record sandbox: %w", err)
+	}
+	b.logs.event(b.id, "", api.EventSandboxStatus, "provisioning", map[string]any{"to": api.StatusProvisioning})
+	log := m.log.With("sandbox", b.id, "tenant", b.tenant, "level", b.spec.Isolation)
+	tDriver := time.Now()
+	sb, err := d.Create(ctx, b.id, b.spec)
+	tReady := time.Now()
+	if err != nil {
+		log.Warn("create failed", "err", err)
+		b.mu.Lock()
+		m.transitionLocked(ctx, b, api.StatusFailed, err.Error())
+		b.mu.Unlock()
+		m.forget(b, true)
+		return err
+	}
+	b.mu.Lock()
 	b.sb = sb
-	if err := m.transitionLocked(sctx, b, api.StatusReady, sandbox.ReasonReady); err != nil {
+	if err := m.transitionLocked(ctx, b, api.StatusReady, reason); err != nil {
 		b.mu.Unlock()
 		m.release(b, api.StatusFailed, err.Error())
-		return api.Sandbox{}, err
+		return err
 	}
-	view := b.viewLocked()
 	b.mu.Unlock()
 	if hf, ok := sb.(driver.HostFacter); ok {
 		// What a restarted daemon needs to adopt the sandbox; without it, it reclaims it.
-		if err := m.store.SetHost(sctx, b.id, hf.HostFacts()); err != nil {
+		if err := m.store.SetHost(ctx, b.id, hf.HostFacts()); err != nil {
 			log.Warn("record host facts", "err", err)
 		}
 	}
 	m.watchIfWatcher(b, sb)
-	log.Info("sandbox ready", "took", time.Since(now), "queued", tStore.Sub(now), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
-	return view, nil
+	log.Info("sandbox ready", "took", time.Since(b.createdAt), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
+	return nil
 }
 
 // watchIfWatcher starts watching sb if its level can end by itself.
@@ -410,10 +466,13 @@ func (m *Manager) release(b *box, end, reason string) {
 // forget drops b from the live set; its logs stay readable for a while when keep is set.
 func (m *Manager) forget(b *box, keep bool) {
 	b.logs.end()
+	b.mu.Lock()
+	unclaimed := isPoolTenant(b.tenant) // an unclaimed pool sandbox's logs interest no one
+	b.mu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.boxes, b.id)
-	if keep {
+	if keep && !unclaimed {
 		m.ended = append(m.ended, b)
 		if len(m.ended) > maxEnded {
 			m.ended = m.ended[len(m.ended)-maxEnded:]
@@ -527,7 +586,8 @@ func (m *Manager) Recover(ctx context.Context) error {
 // adopt takes over a sandbox that outlived the previous daemon, if its level can.
 func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) bool {
 	a, ok := d.(driver.Adopter)
-	if !ok || len(r.Host) == 0 || r.Status == api.StatusProvisioning {
+	// A warm pool's unclaimed sandbox is reclaimed: the pool makes a new one.
+	if !ok || len(r.Host) == 0 || r.Status == api.StatusProvisioning || isPoolTenant(r.Tenant) {
 		return false
 	}
 	sb, err := a.Adopt(ctx, r.ID, r.Spec, r.Host)
@@ -547,6 +607,7 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 
 // Close stops the timekeeper and ends every live sandbox with reason daemon_shutdown.
 func (m *Manager) Close() {
+	m.closePools()
 	close(m.stop)
 	var wg sync.WaitGroup
 	for _, b := range m.snapshot() {

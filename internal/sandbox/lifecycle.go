@@ -56,6 +56,9 @@ const (
 	ReasonDaemonRestart  = "daemon_restart"  // the daemon died while the sandbox lived
 	ReasonDaemonShutdown = "daemon_shutdown" // the daemon was stopped
 	ReasonInitExited     = "init_exited"     // the sandbox ended by itself
+	ReasonWarm           = "warm"            // ready in a warm pool, waiting for a create to claim it
+	ReasonRecycled       = "recycled"        // a warm pool's sandbox aged out unclaimed
+	ReasonPoolRemoved    = "pool_removed"    // its warm pool was removed or changed
 )
 
 // StateError is a request the sandbox's current status does not allow (HTTP 409, naming the

@@ -75,7 +75,7 @@ func errorStatus(err error) (int, api.Error) {
 		return http.StatusConflict, e
 	case errors.Is(err, errdefs.ErrUnavailable):
 		e.Code = api.CodeUnavailable
-		if e.Field == "isolation" {
+		if e.Field == "isolation" || e.Field == "spec.isolation" { // a create's, a pool's
 			e.Code = api.CodeIsolationUnavailable
 		}
 		return http.StatusUnprocessableEntity, e

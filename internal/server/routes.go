@@ -29,11 +29,15 @@ const (
 	// imageRef takes the rest of the path, so that a reference's slashes need no escaping:
 	// /api/v1/images/ghcr.io/org/app:v1.
 	imageRef = "/api/v1/images/{ref...}"
+	poolPath = "/api/v1/pools/{name}"
 )
 
 // refParam documents the image routes' {ref}.
 var refParam = []param{{"ref", "string", "an image reference as pulled (python:3.12-slim, ghcr.io/org/app:v1, repo@sha256:...) " +
 	"or a manifest digest (sha256:...): the rest of the path, where its slashes need no escaping"}}
+
+// poolParam documents the pool routes' {name}.
+var poolParam = []param{{"name", "string", "a warm pool's name: 1-64 letters, digits, '.', '_' or '-'"}}
 
 // routes is the whole API.
 func routes() []route {
@@ -89,6 +93,13 @@ func routes() []route {
 		{"GET", imageRef, false, getImage, opDoc{summary: "One image", resp: api.Image{}, path: refParam}},
 		{"DELETE", imageRef, false, removeImage, opDoc{summary: "Remove an image (by digest: every ref of it) and the layers only it used; a live sandbox keeps the layers it uses until it ends",
 			resp: api.ImageRemoval{}, path: refParam}},
+
+		{"GET", "/api/v1/pools", false, listPools, opDoc{summary: "List the warm pools (daemon-wide, shared by every tenant) with their counters, sorted by name", resp: []api.PoolStatus{}}},
+		{"GET", poolPath, false, getPool, opDoc{summary: "One warm pool with its counters", resp: api.PoolStatus{}, path: poolParam}},
+		{"PUT", poolPath, false, putPool, opDoc{summary: "Make or replace a warm pool (replacing ends its unclaimed sandboxes); the body's name may be left out. " +
+			"A create whose spec has the pool's shape claims one of its ready sandboxes", body: api.Pool{}, resp: api.PoolStatus{}, path: poolParam}},
+		{"DELETE", poolPath, false, deletePool, opDoc{summary: "Remove a warm pool made through the API and end its unclaimed sandboxes; answers its last status",
+			resp: api.PoolStatus{}, path: poolParam}},
 
 		{"POST", "/api/sandbox/create", false, compatCreate, opDoc{summary: "Compatibility: create a sandbox", body: api.CompatCreateRequest{}, resp: api.CompatSandbox{}, created: true}},
 		{"GET", "/api/sandbox/{id}", false, compatGet, opDoc{summary: "Compatibility: one sandbox", resp: api.CompatSandbox{}}},

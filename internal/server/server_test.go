@@ -27,6 +27,7 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", errdefs.ErrNotFound), 404, api.CodeNotFound, ""},
 		{&sandbox.StateError{ID: "sbx_1", Status: api.StatusPaused, Op: "exec"}, 409, api.CodeConflict, ""},
 		{&errdefs.FieldError{Field: "isolation", Message: "no", Kind: errdefs.ErrUnavailable}, 422, api.CodeIsolationUnavailable, "isolation"},
+		{&errdefs.FieldError{Field: "spec.isolation", Message: "no", Kind: errdefs.ErrUnavailable}, 422, api.CodeIsolationUnavailable, "spec.isolation"},
 		{errdefs.Unavailable("network.egressPolicy", "later"), 422, api.CodeUnavailable, "network.egressPolicy"},
 		{errdefs.New(errdefs.ErrServiceUnavailable, "no image store"), 503, api.CodeUnavailable, ""},
 		{fmt.Errorf("q: %w", errdefs.ErrQuota), 429, api.CodeQuotaExceeded, ""},
@@ -158,7 +159,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 	for path, ops := range doc.Paths {
 		for method := range ops {
-			concrete := strings.NewReplacer("{id}", "sbx_x", "{execId}", "exec_x", "{runId}", "exec_y", "{ref}", "ghcr.io/org/app:v1").Replace(path)
+			concrete := strings.NewReplacer("{id}", "sbx_x", "{execId}", "exec_x", "{runId}", "exec_y", "{ref}", "ghcr.io/org/app:v1", "{name}", "warm").Replace(path)
 			_, pattern := s.mux.Handler(httptest.NewRequest(strings.ToUpper(method), concrete, nil))
 			if docPath(pattern) != strings.ToUpper(method)+" "+path {
 				t.Errorf("documented %s %s is served by %q", method, path, pattern)
@@ -173,7 +174,7 @@ func TestOpenAPI(t *testing.T) {
 			t.Errorf("$ref to undefined schema %s", m[1])
 		}
 	}
-	for _, name := range []string{"Spec", "Sandbox", "ExecResult", "ExecRequest", "FileInfo", "Error", "Image", "PullRequest", "ImageRemoval"} {
+	for _, name := range []string{"Spec", "Sandbox", "ExecResult", "ExecRequest", "FileInfo", "Error", "Image", "PullRequest", "ImageRemoval", "Pool", "PoolStatus"} {
 		if _, ok := doc.Components.Schemas[name]; !ok {
 			t.Errorf("schema %s missing", name)
 		}

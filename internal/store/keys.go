@@ -114,6 +114,9 @@ func (s *Store) RevokeKey(ctx context.Context, idOrSecret string) (api.Key, erro
 		`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE `+where+` RETURNING `+keyColumns,
 		toNanos(time.Now()), arg)
 	k, err := scanKey(row)
+	s.authMu.Lock()
+	clear(s.auth) // revoked here: at once
+	s.authMu.Unlock()
 	if errors.Is(err, sql.ErrNoRows) {
 		return api.Key{}, fmt.Errorf("key %q: %w", what, errdefs.ErrNotFound)
 	}
@@ -126,10 +129,22 @@ func (s *Store) RevokeKey(ctx context.Context, idOrSecret string) (api.Key, erro
 // Authenticate returns the tenant and key ID of secret; an unknown or revoked secret is
 // ErrUnauthenticated. The lookup is by the secret's SHA-256, so its timing reveals nothing about
 // the stored secrets.
+//
+// A key found valid is trusted for authTTL without asking the database again (every request
+// authenticates, and fifty at once would queue on the read connections). A key revoked through
+// this Store stops working at once; one revoked by another process (`airlock keys revoke` beside a
+// running daemon) within authTTL.
 func (s *Store) Authenticate(ctx context.Context, secret string) (tenant, keyID string, err error) {
+	h := hashSecret(secret)
+	s.authMu.Lock()
+	e, ok := s.auth[string(h)]
+	s.authMu.Unlock()
+	if ok && time.Since(e.at) < authTTL {
+		return e.tenant, e.keyID, nil
+	}
 	var revoked sql.NullInt64
 	err = s.read.QueryRowContext(ctx, `SELECT id, tenant, revoked_at FROM api_keys WHERE hash = ?`,
-		hashSecret(secret)).Scan(&keyID, &tenant, &revoked)
+		h).Scan(&keyID, &tenant, &revoked)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return "", "", fmt.Errorf("unknown API key: %w", errdefs.ErrUnauthenticated)
@@ -138,5 +153,23 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (tenant, keyID 
 	case revoked.Valid:
 		return "", "", fmt.Errorf("API key %s is revoked: %w", keyID, errdefs.ErrUnauthenticated)
 	}
+	s.authMu.Lock()
+	if len(s.auth) >= maxAuthEntries {
+		clear(s.auth)
+	}
+	s.auth[string(h)] = authEntry{tenant: tenant, keyID: keyID, at: time.Now()}
+	s.authMu.Unlock()
 	return tenant, keyID, nil
+}
+
+// authTTL is how long Authenticate trusts a key it found valid; maxAuthEntries bounds how many
+// it remembers.
+const (
+	authTTL        = time.Second
+	maxAuthEntries = 4096
+)
+
+type authEntry struct {
+	tenant, keyID string
+	at            time.Time
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
 )
@@ -154,5 +155,49 @@ func TestKeys(t *testing.T) {
 	}
 	if want := []string{keyA.ID, keyA2.ID, keyB.ID}; strings.Join(ids, " ") != strings.Join(want, " ") {
 		t.Errorf("Keys = %v; want %v (oldest first)", ids, want)
+	}
+}
+
+// TestAuthenticateRevoked checks how soon a revoked key stops working: at once when this Store
+// revoked it, within authTTL when another process did (`airlock keys revoke` beside a daemon).
+func TestAuthenticateRevoked(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTest(t, Options{})
+	other, err := Open(ctx, path, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for _, tt := range []struct {
+		name    string
+		revoker *Store
+		within  time.Duration
+	}{
+		{"here", s, 0},
+		{"elsewhere", other, authTTL},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			secret, k, err := s.CreateKey(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Authenticate(ctx, secret); err != nil { // remembered from now
+				t.Fatal(err)
+			}
+			if _, err := tt.revoker.RevokeKey(ctx, k.ID); err != nil {
+				t.Fatal(err)
+			}
+			revoked := time.Now()
+			for {
+				_, _, err := s.Authenticate(ctx, secret)
+				if errors.Is(err, errdefs.ErrUnauthenticated) {
+					break
+				}
+				if waited := time.Since(revoked); waited > tt.within+50*time.Millisecond {
+					t.Fatalf("the key still works %v after it was revoked (%v), want at most %v", waited, err, tt.within)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }

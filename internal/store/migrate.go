@@ -78,6 +78,14 @@ CREATE TABLE events (
 );
 CREATE INDEX events_sandbox ON events(sandbox_id, seq);
 `,
+	// 3: warm pools made through the API (the configuration file's pools are not stored).
+	`
+CREATE TABLE pools (
+	name       TEXT PRIMARY KEY,
+	body       TEXT NOT NULL, -- api.Pool as JSON
+	updated_at INTEGER NOT NULL
+);
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

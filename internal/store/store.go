@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -59,6 +60,9 @@ type Store struct {
 	// read is a pool of read-only connections; in WAL mode readers never wait for the writer.
 	read *sql.DB
 	log  *slog.Logger
+
+	authMu sync.Mutex
+	auth   map[string]authEntry // Authenticate's recent answers, by the secret's hash
 }
 
 // Open opens (creating if needed) the database at path (file mode 0600, parent dir 0700), sets
@@ -109,7 +113,7 @@ func Open(ctx context.Context, path string, opts Options, log *slog.Logger) (*St
 	read.SetMaxIdleConns(n) // keep them: opening one runs the pragmas again
 	read.SetConnMaxIdleTime(0)
 
-	s := &Store{write: write, read: read, log: log}
+	s := &Store{write: write, read: read, log: log, auth: map[string]authEntry{}}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)

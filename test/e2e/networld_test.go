@@ -84,6 +84,7 @@ type hit struct {
 	Host, Path string
 	Auth       bool // an Authorization header arrived
 	AuthOK     bool // ... carrying a value the test gave airlock (w.authOK)
+	AuthValue  string // the header's value, for tests that tell credentials apart (never shown to a sandbox)
 }
 
 // world is a hut with a daemon in it, a world with servers, and what those servers saw.
@@ -379,7 +380,7 @@ func (w *world) web(name string) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		w.mu.Lock()
-		w.hits[name] = append(w.hits[name], hit{Host: r.Host, Path: r.URL.Path, Auth: auth != "", AuthOK: w.authOK(auth)})
+		w.hits[name] = append(w.hits[name], hit{Host: r.Host, Path: r.URL.Path, Auth: auth != "", AuthOK: w.authOK(auth), AuthValue: auth})
 		w.mu.Unlock()
 		if ms, err := strconv.Atoi(r.URL.Query().Get("delay")); err == nil {
 			select {

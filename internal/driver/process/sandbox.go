@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"syscall"
@@ -56,6 +57,7 @@ var (
 	_ driver.Statser    = (*Sandbox)(nil)
 	_ driver.FileRooter = (*Sandbox)(nil)
 	_ driver.Networker  = (*Sandbox)(nil)
+	_ driver.Claimer    = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -299,6 +301,29 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		}
 	})
 	return s.destroyErr
+}
+
+// Claim implements driver.Claimer. The sandbox was made with its warm pool's spec, whose
+// environment holds only its image's (the pool's own environment is never set); the claimant's
+// goes over it. The policy changes before the spec does, so that a refused policy leaves the
+// sandbox as it was.
+func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error {
+	if (s.gw != nil) != (spec.Network.EgressPolicy != sandbox.EgressNone) {
+		return fmt.Errorf("sandbox %s: a claim cannot add or remove a network: %w", s.id, errdefs.ErrConflict)
+	}
+	if s.gw != nil {
+		if err := s.gw.Update(spec.Network); err != nil {
+			return err
+		}
+	}
+	env := maps.Clone(s.spec.Environment)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, spec.Environment)
+	spec.Environment = env
+	s.spec = spec
+	return nil
 }
 
 // UpdateNetwork implements driver.Networker: the new policy is in force when it returns. A

@@ -5,7 +5,9 @@
 //   - exec round trip: POST .../exec of `true` into a ready sandbox, interleaved with a plain
 //     local `sh -c true` (fork+exec on the host, no sandbox, no HTTP);
 //   - exec throughput at concurrency 8, for both;
-//   - 50 concurrent creates, in waves: latency of each create→ready, and failures.
+//   - 50 concurrent creates, in waves: latency of each create→ready, and failures;
+//   - 50 concurrent creates claiming from a warm pool of 50 (refilled between waves): latency of
+//     each create→ready, against the cold creates above.
 //
 // Usage, from the repository root after building bin/airlock (as root):
 //
@@ -196,6 +198,14 @@ func run(c config) error {
 	cr := summarize("create→ready, 50 concurrent", concT, failures)
 	rep.Results = append(rep.Results, cr)
 
+	fmt.Fprintf(os.Stderr, "bench: %d waves of 50 concurrent claims from a warm pool of 50\n", c.waves)
+	claims, err := poolWaves(ctx, cl, spec, c.waves)
+	if err != nil {
+		return err
+	}
+	rep.Results = append(rep.Results, claims)
+	rep.Ratios["create_50_concurrent_cold_vs_claim_p50"] = cr.P50 / claims.P50
+
 	printReport(os.Stdout, rep)
 	if c.jsonPath != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -205,6 +215,83 @@ func run(c config) error {
 	}
 	tr.CloseIdleConnections()
 	return nil
+}
+
+// poolWaves makes a warm pool of 50 sandboxes of spec's shape and claims all of it with 50
+// concurrent creates, waves times, the pool refilled in between. Each claim is checked: the pool
+// counted it (no miss), and the sandbox runs a command with the create's own environment.
+func poolWaves(ctx context.Context, cl *client.Client, spec api.Spec, waves int) (result, error) {
+	const size = 50
+	if _, err := cl.PutPool(ctx, api.Pool{Name: "bench", Spec: spec, Size: size, RefillPerSecond: 100}); err != nil {
+		return result{}, err
+	}
+	defer cl.DeletePool(ctx, "bench")
+	var ds []time.Duration
+	failures := 0
+	for w := range waves {
+		st, err := waitPool(ctx, cl, "bench", size)
+		if err != nil {
+			return result{}, err
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		ids := make([]string, size)
+		start := make(chan struct{})
+		for i := range size {
+			wg.Go(func() {
+				s := spec
+				s.Environment = map[string]string{"CLAIM": fmt.Sprint(i)}
+				<-start
+				t0 := time.Now()
+				sb, err := cl.Create(ctx, s)
+				d := time.Since(t0)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures++
+					fmt.Fprintln(os.Stderr, "bench: claim:", err)
+					return
+				}
+				ds = append(ds, d)
+				ids[i] = sb.ID
+			})
+		}
+		close(start)
+		wg.Wait()
+		after, err := cl.Pool(ctx, "bench")
+		if err != nil {
+			return result{}, err
+		}
+		if after.Claims-st.Claims != size || after.Misses != st.Misses {
+			return result{}, fmt.Errorf("wave %d: %d claims and %d misses, want %d claims and no miss", w, after.Claims-st.Claims, after.Misses-st.Misses, size)
+		}
+		for i, id := range ids {
+			if id == "" {
+				continue
+			}
+			r, err := cl.Exec(ctx, id, api.ExecRequest{Command: api.Shell("echo $CLAIM")})
+			if err != nil || r.Stdout != fmt.Sprintf("%d\n", i) {
+				return result{}, fmt.Errorf("claimed sandbox %d: %+v %v", i, r, err)
+			}
+			cl.Terminate(ctx, id)
+		}
+	}
+	return summarize("claim from a warm pool, 50 concurrent", ds, failures), nil
+}
+
+// waitPool waits until pool name has ready sandboxes.
+func waitPool(ctx context.Context, cl *client.Client, name string, ready int) (api.PoolStatus, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		st, err := cl.Pool(ctx, name)
+		if err != nil || st.Ready >= ready {
+			return st, err
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("pool %s not refilled: %+v", name, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func summarize(name string, ds []time.Duration, failures int) result {
