@@ -97,13 +97,6 @@ func TestImageAPI(t *testing.T) {
 	url, key := imageAPI(t, Images{Store: imgs})
 	var digest1 string
 
-	type step struct {
-		name, method, path, body string
-		noKey                    bool
-		status                   int
-		code, field, msg         string                          // the error's, for a failure; msg a substring
-		check                    func(t *testing.T, data []byte) // the data, for a success
-	}
 	img := func(ref string, layers int) func(*testing.T, []byte) {
 		return func(t *testing.T, data []byte) {
 			var got api.Image
@@ -143,7 +136,7 @@ func TestImageAPI(t *testing.T) {
 		}
 	}
 	var lease *image.Lease
-	for _, s := range []step{
+	runSteps(t, url, key, []apiStep{
 		{name: "empty list", method: "GET", path: "/api/v1/images", status: 200, check: refs()},
 		{name: "no key", method: "GET", path: "/api/v1/images", noKey: true, status: 401, code: api.CodeUnauthorized},
 		{name: "pull", method: "POST", path: "/api/v1/images", body: `{"ref":"` + ref1 + `"}`, status: 201, check: img(ref1, 2)},
@@ -179,30 +172,7 @@ func TestImageAPI(t *testing.T) {
 		{name: "release", check: func(*testing.T, []byte) { lease.Release() }},
 		{name: "prune", method: "POST", path: "/api/v1/images/prune", status: 200, check: removal(api.ImageRemoval{Refs: []string{}, LayersRemoved: 2})},
 		{name: "empty again", method: "GET", path: "/api/v1/images", status: 200, check: refs()},
-	} {
-		if s.method == "" { // a step on the store itself
-			s.check(t, nil)
-			continue
-		}
-		k := key
-		if s.noKey {
-			k = ""
-		}
-		status, env := call(t, s.method, url+strings.ReplaceAll(s.path, "{digest1}", digest1), k, s.body)
-		if status != s.status {
-			t.Fatalf("%s: %s %s: %d %+v %s, want %d", s.name, s.method, s.path, status, env.Error, env.Data, s.status)
-		}
-		if s.status >= 300 {
-			if e := env.Error; env.OK || e == nil || e.Code != s.code || e.Field != s.field || !strings.Contains(e.Message, s.msg) {
-				t.Errorf("%s: error %+v, want %s %q %q", s.name, e, s.code, s.field, s.msg)
-			}
-			continue
-		}
-		if !env.OK {
-			t.Fatalf("%s: ok false", s.name)
-		}
-		s.check(t, env.Data)
-	}
+	}, func(v string) string { return strings.ReplaceAll(v, "{digest1}", digest1) })
 }
 
 // TestImageAPIClient goes through the Go client: its paths reach the routes, and its errors are

@@ -175,13 +175,7 @@ func TestPoolAPI(t *testing.T) {
 		}
 	}
 	const spec256 = `"spec":{"resources":{"memoryMb":256}}`
-	type step struct {
-		name, method, path, body string
-		status                   int
-		code, field, msg         string
-		check                    func(t *testing.T, data []byte)
-	}
-	for _, s := range []step{
+	runSteps(t, url, key, []apiStep{
 		{name: "list the configured", method: "GET", path: "/api/v1/pools", status: 200, check: names("cfg")},
 		{name: "put", method: "PUT", path: "/api/v1/pools/warm", body: `{` + spec256 + `,"size":2}`, status: 200, check: pool(func(p api.PoolStatus) bool {
 			return p.Name == "warm" && p.Source == "api" && p.Size == 2 && p.RefillPerSecond == 10 && p.MaxAgeSeconds == 3600 &&
@@ -265,28 +259,9 @@ func TestPoolAPI(t *testing.T) {
 				t.Errorf("claimed sandbox after its pool's removal: %s", data)
 			}
 		}},
-	} {
-		if s.method == "" { // a step that only checks
-			s.check(t, nil)
-			continue
-		}
-		path := strings.NewReplacer("{claimed}", claimed).Replace(s.path)
-		body := strings.NewReplacer("{readBack}", readBack).Replace(s.body)
-		status, env := call(t, s.method, url+path, key, body)
-		if status != s.status {
-			t.Fatalf("%s: %s %s: %d %+v %s, want %d", s.name, s.method, path, status, env.Error, env.Data, s.status)
-		}
-		if s.status >= 300 {
-			if e := env.Error; env.OK || e == nil || e.Code != s.code || e.Field != s.field || !strings.Contains(e.Message, s.msg) {
-				t.Errorf("%s: error %+v, want %s %q %q", s.name, e, s.code, s.field, s.msg)
-			}
-			continue
-		}
-		if !env.OK {
-			t.Fatalf("%s: ok false", s.name)
-		}
-		s.check(t, env.Data)
-	}
+	}, func(v string) string {
+		return strings.NewReplacer("{claimed}", claimed, "{readBack}", readBack).Replace(v)
+	})
 }
 
 // TestPoolAPIClient goes through the Go client: its paths reach the routes, and its errors are

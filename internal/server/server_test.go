@@ -182,3 +182,45 @@ func TestOpenAPI(t *testing.T) {
 }
 
 var regexpRef = regexp.MustCompile(`"#/components/schemas/(\w+)"`)
+
+// apiStep is one request of a scripted API test: the status it must get and, for a failure, the
+// error's code, field and a substring of its message, or for a success a check of its data. A
+// step without a method only runs its check.
+type apiStep struct {
+	name, method, path, body string
+	noKey                    bool
+	status                   int
+	code, field, msg         string
+	check                    func(t *testing.T, data []byte)
+}
+
+// runSteps runs steps in order against the API at url with key. expand rewrites each step's path
+// and body just before it runs, so that a step can use what an earlier one learned.
+func runSteps(t *testing.T, url, key string, steps []apiStep, expand func(string) string) {
+	t.Helper()
+	for _, s := range steps {
+		if s.method == "" {
+			s.check(t, nil)
+			continue
+		}
+		k := key
+		if s.noKey {
+			k = ""
+		}
+		path := expand(s.path)
+		status, env := call(t, s.method, url+path, k, expand(s.body))
+		if status != s.status {
+			t.Fatalf("%s: %s %s: %d %+v %s, want %d", s.name, s.method, path, status, env.Error, env.Data, s.status)
+		}
+		if s.status >= 300 {
+			if e := env.Error; env.OK || e == nil || e.Code != s.code || e.Field != s.field || !strings.Contains(e.Message, s.msg) {
+				t.Errorf("%s: error %+v, want %s %q %q", s.name, e, s.code, s.field, s.msg)
+			}
+			continue
+		}
+		if !env.OK {
+			t.Fatalf("%s: ok false", s.name)
+		}
+		s.check(t, env.Data)
+	}
+}

@@ -82,8 +82,8 @@ var worldRecords = map[string]string{
 // hit is one request a world server received.
 type hit struct {
 	Host, Path string
-	Auth       bool // an Authorization header arrived
-	AuthOK     bool // ... carrying a value the test gave airlock (w.authOK)
+	Auth       bool   // an Authorization header arrived
+	AuthOK     bool   // ... carrying a value the test gave airlock (w.authOK)
 	AuthValue  string // the header's value, for tests that tell credentials apart (never shown to a sandbox)
 }
 

@@ -1,6 +1,8 @@
 package drivertest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -18,6 +22,7 @@ func Cases() []Case {
 		{"Output", testOutput},
 		{"ExitCodes", testExitCodes},
 		{"EnvWorkdirStdin", testEnvWorkdirStdin},
+		{"Claim", testClaim},
 		{"Users", testUsers},
 		{"HostUnprivileged", testHostUnprivileged},
 		{"ReadOnlyRoot", testReadOnlyRoot},
@@ -91,6 +96,31 @@ func testEnvWorkdirStdin(t *testing.T, h *Harness) {
 	expect(t, res, 0, "a b /workspace /home/agent\nfrom stdin")
 	res = ExecReq(t, sb, 10*time.Second, sandbox.ExecRequest{Command: []string{"pwd"}, Workdir: "/tmp"})
 	expect(t, res, 0, "/tmp")
+}
+
+// testClaim hands a made sandbox a claimant's spec, as a warm pool does: its environment counts
+// from the next exec, and a claim that would add a network is refused, changing nothing.
+func testClaim(t *testing.T, h *Harness) {
+	sb := h.New(t, sandbox.Spec{})
+	c, ok := sb.(driver.Claimer)
+	if !ok {
+		t.Skipf("level %s cannot hand out pooled sandboxes (no driver.Claimer)", h.D.Name())
+	}
+	claim := sandbox.Spec{Isolation: h.D.Name(), Name: "claimant", Environment: map[string]string{"CLAIMED": "yes"}}
+	sandbox.SetDefaults(&claim)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Claim(ctx, claim); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	expect(t, Exec(t, sb, 10*time.Second, `echo "$CLAIMED"`), 0, "yes")
+	networked := claim
+	networked.Environment = map[string]string{"CLAIMED": "twice"}
+	networked.Network.EgressPolicy = sandbox.EgressRestricted
+	if err := c.Claim(ctx, networked); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("a claim adding a network: %v, want ErrConflict", err)
+	}
+	expect(t, Exec(t, sb, 10*time.Second, `echo "$CLAIMED"`), 0, "yes")
 }
 
 func testUsers(t *testing.T, h *Harness) {

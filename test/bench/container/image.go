@@ -93,7 +93,7 @@ func (w *world) images(c config) (*imageReport, error) {
 			&cell{runtime: lv.name, side: "later", runner: w.command("later-"+slug, runArgv(cfg, lv.flags, true), "")})
 	}
 	fmt.Fprintf(os.Stderr, "container benchmark: images: %d warm-up + %d measured rounds of %d levels\n", c.warmup, c.rounds, len(imageLevels))
-	if err := rounds(c.warmup, c.rounds, cells); err != nil {
+	if err := rounds(c.warmup, c.rounds, cells, func() error { return nil }); err != nil {
 		return nil, err
 	}
 	ir := &imageReport{Ref: ref}

@@ -7,7 +7,10 @@
 //     namespaces, id mapping, cgroup limits, rlimit and masked paths, whose process is W
 //     itself; then `R delete --force` if the runtime left state. Both clocks stop when the
 //     container is gone and W's exit status is known. R is runsc (gVisor, systrap, no network,
-//     no overlay) and runc; W is /bin/true and python3 -c 'print(1)'.
+//     no overlay) and runc; W is /bin/true and python3 -c 'print(1)'. A third runner goes
+//     through `airlock serve` with a warm pool of container sandboxes per runtime: create (a
+//     claim), exec W and terminate over the Go SDK. Before every timed run of any runner the
+//     pools are full again, so no refill runs on anyone's clock.
 //   - images: a busybox image pushed to an in-process registry on 127.0.0.1; `airlock pull`
 //     into a fresh data directory, then that image's first sandbox, against later sandboxes of
 //     the image, at the container level (both runtimes) and the process level. Pulling unpacks,
@@ -198,7 +201,7 @@ type runner struct {
 type cell struct {
 	workload workload
 	runtime  string
-	side     string // "airlock" or "raw"
+	side     string // "airlock" (one-shot CLI), "pool" (daemon, warm pool) or "raw"
 	runner   runner
 	samples  []time.Duration
 }
@@ -221,6 +224,11 @@ func (w *world) run(c config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	d, err := w.startDaemon()
+	if err != nil {
+		return nil, fmt.Errorf("daemon with warm pools: %w", err)
+	}
+	defer d.close()
 	var cells []*cell
 	for _, wl := range workloads {
 		for _, rt := range runtimes {
@@ -232,27 +240,34 @@ func (w *world) run(c config) (*report, error) {
 			argv = append(argv, wl.Argv...)
 			cells = append(cells,
 				&cell{workload: wl, runtime: rt, side: "airlock", runner: w.command("airlock-"+rt, argv, wl.want)},
-				&cell{workload: wl, runtime: rt, side: "raw", runner: w.rawRunner(rt, b, wl.want)})
+				&cell{workload: wl, runtime: rt, side: "raw", runner: w.rawRunner(rt, b, wl.want)},
+				&cell{workload: wl, runtime: rt, side: "pool", runner: d.runner(rt, wl.Argv, wl.want)})
 		}
 	}
 	fmt.Fprintf(os.Stderr, "container benchmark: %d warm-up + %d measured rounds of %d runs\n", c.warmup, c.rounds, len(cells))
-	if err := rounds(c.warmup, c.rounds, cells); err != nil {
+	if err := rounds(c.warmup, c.rounds, cells, d.settle); err != nil {
 		return nil, err
 	}
+	d.close() // its pools' sandboxes end before the image rounds
 	for _, cl := range cells {
 		if cl.side != "airlock" {
 			continue
 		}
-		var raw *cell
+		var raw, pool *cell
 		for _, o := range cells {
-			if o.side == "raw" && o.runtime == cl.runtime && o.workload.Name == cl.workload.Name {
-				raw = o
+			if o.runtime == cl.runtime && o.workload.Name == cl.workload.Name {
+				switch o.side {
+				case "raw":
+					raw = o
+				case "pool":
+					pool = o
+				}
 			}
 		}
-		a, r := stats.Summarize(cl.samples), stats.Summarize(raw.samples)
+		a, r, p := stats.Summarize(cl.samples), stats.Summarize(raw.samples), stats.Summarize(pool.samples)
 		rep.Startup = append(rep.Startup, startupRow{Workload: cl.workload.Name, Argv: cl.workload.Argv, Runtime: cl.runtime,
-			Airlock: a, Raw: r, Ratio: stats.Ratio(a.P50, r.P50),
-			AirlockMS: stats.Millis(cl.samples), RawMS: stats.Millis(raw.samples)})
+			Airlock: a, Raw: r, Ratio: stats.Ratio(a.P50, r.P50), Pool: p, PoolRatio: stats.Ratio(p.P50, r.P50),
+			AirlockMS: stats.Millis(cl.samples), RawMS: stats.Millis(raw.samples), PoolMS: stats.Millis(pool.samples)})
 	}
 
 	rep.RawDeletes = w.rawDeletes.Load()
@@ -266,8 +281,9 @@ func (w *world) run(c config) (*report, error) {
 	return rep, nil
 }
 
-// rounds runs warmup+measured rounds of every cell, each round in a new random order.
-func rounds(warmup, measured int, cells []*cell) error {
+// rounds runs warmup+measured rounds of every cell, each round in a new random order, with
+// settle (off the clock) before each run.
+func rounds(warmup, measured int, cells []*cell, settle func() error) error {
 	order := make([]*cell, len(cells))
 	copy(order, cells)
 	for r := range warmup + measured {
@@ -275,6 +291,9 @@ func rounds(warmup, measured int, cells []*cell) error {
 		for _, cl := range order {
 			if interrupted.Load() {
 				return errors.New("interrupted")
+			}
+			if err := settle(); err != nil {
+				return err
 			}
 			d, err := cl.runner.run()
 			if err != nil {

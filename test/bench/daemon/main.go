@@ -15,10 +15,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,6 +31,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/test/bench/serve"
 	"github.com/airlockrun/airlock/test/bench/stats"
 )
 
@@ -87,7 +86,7 @@ func run(c config) error {
 	}
 	cfgFile := filepath.Join(tmp, "airlock.json")
 	os.WriteFile(cfgFile, []byte(`{"limits": {"maxSandboxesPerTenant": 1000}}`), 0o644)
-	url, stop, err := startDaemon(c.airlock, data, cfgFile)
+	url, stop, err := serve.Start(c.airlock, data, cfgFile)
 	if err != nil {
 		return err
 	}
@@ -332,41 +331,5 @@ func printReport(w io.Writer, rep report) {
 	}
 	for k, v := range rep.Ratios {
 		fmt.Fprintf(w, "ratio %s: %.2f×\n", k, v)
-	}
-}
-
-// startDaemon starts airlock serve on a loopback port and returns its URL.
-func startDaemon(bin, data, cfg string) (string, func(), error) {
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", cfg)
-	cmd.Env = append(os.Environ(), "AIRLOCK_LOG=info")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if _, u, ok := strings.Cut(sc.Text(), "url="); ok {
-				select {
-				case urlc <- strings.Fields(u)[0]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case u := <-urlc:
-		return u, stop, nil
-	case <-time.After(30 * time.Second):
-		stop()
-		return "", nil, errors.New("airlock serve did not start")
 	}
 }

@@ -1,0 +1,48 @@
+// Package serve starts `airlock serve` for the benchmarks that measure through the daemon.
+package serve
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Start starts bin's `airlock serve` on a free loopback port with data dir data and config
+// file cfg, and returns its URL and a stop that ends it gracefully (its sandboxes with it).
+func Start(bin, data, cfg string) (url string, stop func(), err error) {
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", cfg)
+	cmd.Env = append(os.Environ(), "AIRLOCK_LOG=info")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if _, u, ok := strings.Cut(sc.Text(), "url="); ok {
+				select {
+				case urlc <- strings.Fields(u)[0]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case u := <-urlc:
+		return u, stop, nil
+	case <-time.After(30 * time.Second):
+		stop()
+		return "", nil, errors.New("airlock serve did not start")
+	}
+}
