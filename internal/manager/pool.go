@@ -177,10 +177,19 @@ func (m *Manager) StartPools(ctx context.Context, configured []api.Pool) error {
 	return nil
 }
 
-func (m *Manager) startPool(def api.Pool, source string) error {
+// poolLevel is the level a pool's sandboxes are made by, or why this host has none.
+func (m *Manager) poolLevel(def api.Pool) (driver.Driver, error) {
 	d, err := m.drivers.Lookup(def.Spec.Isolation)
 	if err != nil {
-		return &errdefs.FieldError{Field: "spec.isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
+		return nil, &errdefs.FieldError{Field: "spec.isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
+	}
+	return d, nil
+}
+
+func (m *Manager) startPool(def api.Pool, source string) error {
+	d, err := m.poolLevel(def)
+	if err != nil {
+		return err
 	}
 	p := &pool{def: def, source: source, shape: shapeOf(def.Spec), m: m, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	m.poolMu.Lock()
@@ -208,8 +217,8 @@ func (m *Manager) PutPool(ctx context.Context, def api.Pool) (api.PoolStatus, er
 	if err := validatePool(&def); err != nil {
 		return api.PoolStatus{}, err
 	}
-	if _, err := m.drivers.Lookup(def.Spec.Isolation); err != nil {
-		return api.PoolStatus{}, &errdefs.FieldError{Field: "spec.isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
+	if _, err := m.poolLevel(def); err != nil { // before anything is stored
+		return api.PoolStatus{}, err
 	}
 	m.poolAPIMu.Lock()
 	old := m.lookupPool(def.Name)
@@ -410,50 +419,56 @@ func (p *pool) poke() {
 }
 
 // run keeps the pool full at its refill rate and recycles sandboxes that aged out, until close.
+// It reads the pool's size, rate and age on every turn: resize changes them.
 func (p *pool) run(d driver.Driver) {
 	defer p.wg.Done()
-	interval := time.Duration(float64(time.Second) / p.def.RefillPerSecond)
-	maxAge := time.Duration(p.def.MaxAgeSeconds) * time.Second
 	check := time.NewTicker(poolCheckInterval)
 	defer check.Stop()
 	var next time.Time // the refill rate's next slot
 	for {
+		p.mu.Lock()
+		interval := time.Duration(float64(time.Second) / p.def.RefillPerSecond)
+		maxAge := time.Duration(p.def.MaxAgeSeconds) * time.Second
+		p.mu.Unlock()
 		p.recycle(maxAge)
 		p.mu.Lock()
 		need := p.def.Size - len(p.ready) - p.warming
-		wait := time.Duration(0)
+		delay := time.Until(next)
 		if p.failRun > 0 {
-			wait = min(time.Duration(1<<min(p.failRun, 10))*100*time.Millisecond, maxPoolFailureWait)
+			delay = max(delay, min(time.Duration(1<<min(p.failRun, 10))*100*time.Millisecond, maxPoolFailureWait))
 		}
-		canStart := need > 0 && p.warming < maxWarmingPerPool
 		if need <= 0 {
 			p.firstTake = time.Time{}
 		} else if !p.firstTake.IsZero() {
 			// Let a burst of claims pass first.
-			wait = max(wait, min(time.Until(p.lastTake.Add(refillQuiet)), time.Until(p.firstTake.Add(refillMaxDelay))))
+			delay = max(delay, min(time.Until(p.lastTake.Add(refillQuiet)), time.Until(p.firstTake.Add(refillMaxDelay))))
+		}
+		start := need > 0 && p.warming < maxWarmingPerPool
+		if start && delay <= 0 {
+			p.warming++
 		}
 		p.mu.Unlock()
-		if canStart {
-			if d := max(time.Until(next), wait); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-p.stop:
-					return
-				}
-			}
+		switch {
+		case start && delay <= 0:
 			next = time.Now().Add(interval)
-			p.mu.Lock()
-			p.warming++
-			p.mu.Unlock()
 			p.wg.Add(1)
 			go p.warm(d)
 			continue
-		}
-		select {
-		case <-p.wake:
-		case <-check.C:
-		case <-p.stop:
-			return
+		case start:
+			// Look again when the delay has passed (a claim meanwhile may lengthen it).
+			select {
+			case <-time.After(delay):
+			case <-p.wake:
+			case <-p.stop:
+				return
+			}
+		default:
+			select {
+			case <-p.wake:
+			case <-check.C:
+			case <-p.stop:
+				return
+			}
 		}
 	}
 }

@@ -316,3 +316,34 @@ func TestPoolAPIClient(t *testing.T) {
 		t.Errorf("DeletePool twice: %v", err)
 	}
 }
+
+// TestPoolRecycles lets a pool's only sandbox age out: it ends, a new one takes its place, and
+// the pool counts it recycled.
+func TestPoolRecycles(t *testing.T) {
+	url, key, level := poolAPI(t)
+	c, err := client.New(url, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.PutPool(ctx, api.Pool{Name: "short", Size: 1, MaxAgeSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var first []string
+	for deadline := time.Now().Add(10 * time.Second); len(first) != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool never filled")
+		}
+		first = level.liveIDs()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := c.Pool(ctx, "short")
+		live := level.liveIDs()
+		if err == nil && p.Recycled >= 1 && p.Ready == 1 && len(live) == 1 && live[0] != first[0] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: pool %+v (%v), live %q; want %s recycled and replaced", p, err, live, first[0])
+		}
+	}
+}

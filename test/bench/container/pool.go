@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/test/bench/serve"
 )
 
@@ -115,7 +116,7 @@ func (d *daemon) runner(rt string, argv []string, want string) runner {
 		if err == nil && (r.ExitCode != 0 || (want != "-" && r.Stdout != want)) {
 			err = fmt.Errorf("%v in a pooled sandbox: exit %d, stdout %q, stderr %q", argv, r.ExitCode, r.Stdout, r.Stderr)
 		}
-		if err == nil && sb.Reason != "warm" {
+		if err == nil && sb.Reason != sandbox.ReasonWarm {
 			err = fmt.Errorf("sandbox %s was not claimed from the pool (reason %q)", sb.ID, sb.Reason)
 		}
 		return dur, err
