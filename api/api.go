@@ -49,6 +49,10 @@ type Spec struct {
 	Filesystem  Filesystem        `json:"filesystem"`
 	Timeout     Timeout           `json:"timeout"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
+	// FromSnapshot starts the sandbox from a snapshot (snap_...): its level, root, user, workdir,
+	// resources and filesystem are the snapshot's sandbox's, and may be left out (given, they must
+	// equal them); its environment and metadata are the snapshot's, merged under the request's.
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
 
 // Resources are the limits of SPEC §2. Zero means the default; a value above the maximum is an

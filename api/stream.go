@@ -21,6 +21,10 @@ const (
 	EventExecExited     = "exec.exited"     // Data: exitCode, durationMs
 	EventSandboxAdopted = "sandbox.adopted" // a restarted daemon took the sandbox over; Data: status
 	EventSandboxClaimed = "sandbox.claimed" // a create claimed the sandbox from a warm pool; Data: pool, warmedAt
+	// EventSandboxSnapshot: a snapshot was taken; Data: snapshotId, name, memory, sizeMb.
+	EventSandboxSnapshot = "sandbox.snapshot"
+	// EventSandboxRestored: the sandbox's state was replaced by a snapshot's; Data: snapshotId, memory.
+	EventSandboxRestored = "sandbox.restored"
 	// EventNetworkDNS is a DNS query to airlock's resolver. Data: proto, name, qtype, decision
 	// (allow, deny), rule, reason, answers.
 	EventNetworkDNS = "network.dns"

@@ -13,7 +13,7 @@ import (
 var createFlags = map[string]string{
 	"name": "--name", "agentId": "--agent-id", "runtime": "--runtime", "template": "--template",
 	"timeout.maxDurationSeconds": "--max-duration", "timeout.idleTimeoutSeconds": "--idle-timeout",
-	"network.blockLocalNetwork": "--network",
+	"network.blockLocalNetwork": "--network", "fromSnapshot": "--from-snapshot",
 }
 
 // createCmd is `airlock create`: create a sandbox on the daemon and print its ID.
@@ -44,7 +44,11 @@ func createCmd(e *env, args []string) int {
 // the daemon applies its own defaults and checks. code >= 0 means: exit with it.
 func parseCreate(r *remote, args []string) (spec api.Spec, asJSON bool, code int) {
 	var sf specFlagSet
+	var fromSnapshot string
 	sf.register(r.fs)
+	// Not in specFlagSet, so that `pool put` does not take it.
+	r.fs.StringVar(&fromSnapshot, "from-snapshot", "", "start from this snapshot (snap_...): its level, root, user, workdir, resources and filesystem, "+
+		"its environment and metadata under the flags'")
 	r.fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON instead of its ID")
 	pos, code := r.parse(args, true)
 	if code >= 0 {
@@ -57,6 +61,7 @@ func parseCreate(r *remote, args []string) (spec api.Spec, asJSON bool, code int
 	if err != nil {
 		return spec, false, r.usageError("%s", describe(err))
 	}
+	spec.FromSnapshot = fromSnapshot
 	return spec, asJSON, -1
 }
 

@@ -5,6 +5,7 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -118,6 +119,31 @@ type Networker interface {
 type Claimer interface {
 	Claim(ctx context.Context, spec sandbox.Spec) error
 }
+
+// Snapshotter is a sandbox whose state can be saved (SPEC §6 snapshots). The sandbox goes on
+// running: it is frozen while its layer is read, so the layer is one instant's, and a paused
+// sandbox stays paused.
+type Snapshotter interface {
+	// Snapshot writes the sandbox's writable layer to layer as a tar stream (internal/snapshot's
+	// format). When mem is not "" and the level can save processes (FeatureSnapshotMemory), it
+	// also writes their memory and state into the directory mem, taken at the same instant as the
+	// layer, and says so.
+	Snapshot(ctx context.Context, layer io.Writer, mem string) (memory bool, err error)
+}
+
+// Restorer is a level that can start a sandbox from a snapshot: Create, with the writable layer
+// read from layer before anything runs, and, when mem is not "", the processes a Snapshot saved
+// into mem continuing where they were. An error reading layer (a snapshot found corrupt at its
+// end) fails the restore, and nothing of the new sandbox is left.
+type Restorer interface {
+	Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (Sandbox, error)
+}
+
+// Features a level may list in Capabilities.Features.
+const (
+	FeatureSnapshotFilesystem = "snapshot:filesystem" // Snapshotter and Restorer: the writable layer
+	FeatureSnapshotMemory     = "snapshot:memory"     // also running processes and their memory
+)
 
 // Reclaimer is a level that can release what is left of one sandbox whose driver object is gone,
 // e.g. after the daemon was killed: its cgroup, state files, network namespace.

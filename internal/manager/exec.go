@@ -144,6 +144,9 @@ func (m *Manager) begin(ctx context.Context, b *box, op string, exec bool) (driv
 	if !ok || b.sb == nil {
 		return nil, &sandbox.StateError{ID: b.id, Status: b.status, Op: op}
 	}
+	if b.restoring {
+		return nil, fmt.Errorf("sandbox %s is being restored from a snapshot; %s it when the restore returns: %w", b.id, op, errdefs.ErrConflict)
+	}
 	if exec && b.status == api.StatusReady {
 		if err := m.transitionLocked(ctx, b, api.StatusRunning, sandbox.ReasonExec); err != nil {
 			return nil, err

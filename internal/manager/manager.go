@@ -16,6 +16,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/snapshot"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	MetricsHistory int
 	// LogBytes caps the output and events kept per sandbox for GET .../logs. Default 4 MiB.
 	LogBytes int
+	// SnapshotDir is where snapshots' content is stored (internal/snapshot). "" means the
+	// daemon offers no snapshots.
+	SnapshotDir string
 }
 
 func (c *Config) setDefaults() {
@@ -70,6 +74,9 @@ type Manager struct {
 	// poolAPIMu orders PutPool and DeletePool, which store and then start or stop a pool.
 	poolAPIMu sync.Mutex
 
+	snaps    *snapshot.Store // nil without one, and snapsErr says why
+	snapsErr error
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -94,6 +101,10 @@ type box struct {
 	busy       int            // execs, file operations and interactive sessions in flight
 	execs      []execSpan     // the recent execs' times, to tell which one opened a connection
 	sb         driver.Sandbox // nil until ready and after release
+	restores   int            // how many times a snapshot replaced sb (its level id's suffix)
+	restoring  bool           // a restore is about to replace sb: no new operations
+
+	op sync.Mutex // orders snapshots and restores of the sandbox
 }
 
 // New returns a manager over the given drivers and store, and starts its timekeeper. Call
@@ -103,6 +114,11 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{}),
 		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st),
 		events: newEventLog(st, log)}
+	if cfg.SnapshotDir == "" {
+		m.snapsErr = errors.New("this daemon has no snapshot store configured")
+	} else if m.snaps, m.snapsErr = snapshot.Open(cfg.SnapshotDir); m.snapsErr != nil {
+		log.Error("snapshot store unavailable", "err", m.snapsErr)
+	}
 	m.wg.Add(3)
 	go m.tick()
 	go func() {
@@ -120,6 +136,14 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 // a warm pool of its shape when one has a sandbox ready, created cold otherwise.
 func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
 	ten := tenant.From(ctx)
+	var from *store.Snapshot
+	if spec.FromSnapshot != "" {
+		s, sn, err := m.fromSnapshot(ctx, spec)
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		spec, from = s, &sn
+	}
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
 		return api.Sandbox{}, err
@@ -129,9 +153,11 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 		return api.Sandbox{}, &errdefs.FieldError{Field: "isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
 	}
 	var warm *box
-	p := m.matchPool(spec)
-	if p != nil {
-		warm = p.take()
+	var p *pool
+	if from == nil {
+		if p = m.matchPool(spec); p != nil {
+			warm = p.take()
+		}
 	}
 	now := time.Now().UTC()
 	b := warm
@@ -182,8 +208,8 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	// client gave up on still ends in a recorded state.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	if err := m.provision(sctx, d, b, sandbox.ReasonReady); err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) {
+	if err := m.provision(sctx, d, b, sandbox.ReasonReady, from); err != nil {
+		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) {
 			return api.Sandbox{}, err
 		}
 		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
@@ -194,9 +220,10 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	return view, nil
 }
 
-// provision records new sandbox b, has level d create it and records it ready for reason, with
-// the host facts a restarted daemon needs; on failure b ends failed and is forgotten.
-func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason string) error {
+// provision records new sandbox b, has level d create it (from snapshot from, when not nil) and
+// records it ready for reason, with the host facts a restarted daemon needs; on failure b ends
+// failed and is forgotten.
+func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason string, from *store.Snapshot) error {
 	rec := store.Sandbox{ID: b.id, Tenant: b.tenant, Spec: b.spec, Status: b.status, Reason: b.reason,
 		CreatedAt: b.createdAt, UpdatedAt: b.createdAt}
 	tStore := time.Now()
@@ -207,7 +234,13 @@ func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason
 	b.logs.event(b.id, "", api.EventSandboxStatus, "provisioning", map[string]any{"to": api.StatusProvisioning})
 	log := m.log.With("sandbox", b.id, "tenant", b.tenant, "level", b.spec.Isolation)
 	tDriver := time.Now()
-	sb, err := d.Create(ctx, b.id, b.spec)
+	var sb driver.Sandbox
+	var err error
+	if from != nil {
+		sb, err = m.restoreInstance(ctx, d, b.id, b.spec, *from)
+	} else {
+		sb, err = d.Create(ctx, b.id, b.spec)
+	}
 	tReady := time.Now()
 	if err != nil {
 		log.Warn("create failed", "err", err)
@@ -250,7 +283,8 @@ func (m *Manager) watch(b *box, w driver.Watcher) {
 	select {
 	case <-w.Done():
 		b.mu.Lock()
-		ours := b.sb == nil // released by the manager: Destroy closes Done too
+		// Released by the manager (Destroy closes Done too), or replaced by a restore.
+		ours := b.sb == nil || any(b.sb) != any(w)
 		b.mu.Unlock()
 		if !ours {
 			m.log.Warn("sandbox ended by itself", "sandbox", b.id)
@@ -299,6 +333,7 @@ func (m *Manager) newBox(r store.Sandbox) *box {
 		id: r.ID, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
 		logs: newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
 		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: time.Now(),
+		restores: restoresOf(r.ID, r.Instance),
 	}
 }
 
@@ -562,7 +597,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			continue
 		}
 		if rc, ok := d.(driver.Reclaimer); ok {
-			if err := rc.Reclaim(ctx, r.ID); err != nil {
+			if err := rc.Reclaim(ctx, r.LevelID()); err != nil {
 				m.log.Error("reclaim sandbox", "sandbox", r.ID, "err", err)
 			}
 		}
@@ -590,7 +625,7 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 	if !ok || len(r.Host) == 0 || r.Status == api.StatusProvisioning || isPoolTenant(r.Tenant) {
 		return false
 	}
-	sb, err := a.Adopt(ctx, r.ID, r.Spec, r.Host)
+	sb, err := a.Adopt(ctx, r.LevelID(), r.Spec, r.Host)
 	if err != nil {
 		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
 		return false

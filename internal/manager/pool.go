@@ -512,7 +512,7 @@ func (p *pool) warm(d driver.Driver) {
 	b := m.newBox(rec)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err := m.provision(ctx, d, b, sandbox.ReasonWarm)
+	err := m.provision(ctx, d, b, sandbox.ReasonWarm, nil)
 	p.mu.Lock()
 	p.warming--
 	if err != nil {

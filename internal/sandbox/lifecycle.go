@@ -12,6 +12,7 @@ import (
 //
 //	provisioning → ready → running → (paused ⇄ running) → completed | failed → terminated
 //	ready → terminated; ready → paused; any non-terminal state → failed → terminated
+//	running | paused → ready: restored from a snapshot
 //
 // ready means created and never used; the first exec (or resume) makes a sandbox running, and it
 // stays running between execs. completed and failed are ends: the sandbox's host resources are
@@ -19,8 +20,8 @@ import (
 var next = map[string][]string{
 	api.StatusProvisioning: {api.StatusReady, api.StatusFailed},
 	api.StatusReady:        {api.StatusRunning, api.StatusPaused, api.StatusTerminated, api.StatusFailed},
-	api.StatusRunning:      {api.StatusPaused, api.StatusCompleted, api.StatusFailed},
-	api.StatusPaused:       {api.StatusRunning, api.StatusCompleted, api.StatusFailed},
+	api.StatusRunning:      {api.StatusPaused, api.StatusCompleted, api.StatusFailed, api.StatusReady},
+	api.StatusPaused:       {api.StatusRunning, api.StatusCompleted, api.StatusFailed, api.StatusReady},
 	api.StatusCompleted:    {api.StatusTerminated},
 	api.StatusFailed:       {api.StatusTerminated},
 	api.StatusTerminated:   nil,
@@ -58,6 +59,7 @@ const (
 	ReasonInitExited     = "init_exited"     // the sandbox ended by itself
 	ReasonWarm           = "warm"            // ready in a warm pool, waiting for a create to claim it
 	ReasonRecycled       = "recycled"        // a warm pool's sandbox aged out unclaimed
+	ReasonRestored       = "restored"        // its state was replaced by a snapshot's
 	ReasonPoolRemoved    = "pool_removed"    // its warm pool was removed or changed
 )
 

@@ -22,7 +22,9 @@ func TestCanTransition(t *testing.T) {
 		{api.StatusRunning, api.StatusPaused, true},
 		{api.StatusPaused, api.StatusRunning, true},
 		{api.StatusPaused, api.StatusPaused, false},
-		{api.StatusRunning, api.StatusReady, false},
+		{api.StatusRunning, api.StatusReady, true}, // restored from a snapshot
+		{api.StatusPaused, api.StatusReady, true},
+		{api.StatusCompleted, api.StatusReady, false},
 		{api.StatusRunning, api.StatusTerminated, false}, // through completed
 		{api.StatusCompleted, api.StatusTerminated, true},
 		{api.StatusFailed, api.StatusTerminated, true},

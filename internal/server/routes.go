@@ -30,6 +30,7 @@ const (
 	// /api/v1/images/ghcr.io/org/app:v1.
 	imageRef = "/api/v1/images/{ref...}"
 	poolPath = "/api/v1/pools/{name}"
+	snapPath = "/api/v1/snapshots/{snapshotId}"
 )
 
 // refParam documents the image routes' {ref}.
@@ -38,6 +39,9 @@ var refParam = []param{{"ref", "string", "an image reference as pulled (python:3
 
 // poolParam documents the pool routes' {name}.
 var poolParam = []param{{"name", "string", "a warm pool's name: 1-64 letters, digits, '.', '_' or '-'"}}
+
+// snapParam documents the snapshot routes' {snapshotId}.
+var snapParam = []param{{"snapshotId", "string", "a snapshot's ID (snap_...)"}}
 
 // routes is the whole API.
 func routes() []route {
@@ -85,6 +89,17 @@ func routes() []route {
 		{"GET", sbx + "/files/stat", false, statFile, opDoc{summary: "Describe a file (a final symlink is not followed)", resp: api.FileInfo{}, query: pathQ}},
 		{"POST", sbx + "/files/mkdir", false, mkdir, opDoc{summary: "Create a directory", resp: api.FileInfo{}, created: true, query: append(pathQ,
 			param{"parents", "boolean", "create missing parents, like mkdir -p"})}},
+
+		{"POST", sbx + "/snapshots", false, snapshotSandbox, opDoc{summary: "Save the sandbox's state: its writable layer, environment and workdir, and its memory and processes " +
+			"where the level can. The body may be left out (no name or description)", body: api.SnapshotRequest{}, resp: api.Snapshot{}, created: true}},
+		{"GET", sbx + "/snapshots", false, listSandboxSnapshots, opDoc{summary: "The sandbox's snapshots, newest first", resp: []api.Snapshot{}}},
+		{"POST", sbx + "/restore", false, restoreSandbox, opDoc{summary: "Put the sandbox back in the state of one of its tenant's snapshots; it answers ready",
+			body: api.RestoreRequest{}, resp: api.Sandbox{}}},
+		{"POST", sbx + "/fork", false, forkSandbox, opDoc{summary: "Snapshot the sandbox and start count new sandboxes from that snapshot, which is kept until deleted. " +
+			"The body may be left out (one sandbox, no name)", body: api.ForkRequest{}, resp: api.Fork{}, created: true}},
+		{"GET", "/api/v1/snapshots", false, listSnapshots, opDoc{summary: "The tenant's snapshots, those of ended sandboxes included, newest first", resp: []api.Snapshot{}}},
+		{"GET", snapPath, false, getSnapshot, opDoc{summary: "One snapshot", resp: api.Snapshot{}, path: snapParam}},
+		{"DELETE", snapPath, false, deleteSnapshot, opDoc{summary: "Delete a snapshot; answers it as it was", resp: api.Snapshot{}, path: snapParam}},
 
 		{"GET", "/api/v1/images", false, listImages, opDoc{summary: "List the host's images (one store, shared by every tenant), sorted by ref", resp: []api.Image{}}},
 		{"POST", "/api/v1/images", false, pullImage, opDoc{summary: "Pull an image from its registry (with the daemon host's registry credentials); answers once it is unpacked",

@@ -86,6 +86,27 @@ CREATE TABLE pools (
 	updated_at INTEGER NOT NULL
 );
 `,
+	// 4: snapshots, and the driver-level instance a restored sandbox runs as.
+	`
+CREATE TABLE snapshots (
+	id           TEXT PRIMARY KEY,
+	tenant       TEXT NOT NULL,
+	sandbox_id   TEXT NOT NULL,
+	name         TEXT NOT NULL,
+	description  TEXT NOT NULL,
+	spec         TEXT NOT NULL,  -- the sandbox's api.Spec as JSON, credentials' values removed
+	layer_digest TEXT NOT NULL,  -- the compressed layer's blob
+	layer_size   INTEGER NOT NULL,
+	layer_bytes  INTEGER NOT NULL,
+	memory       TEXT,           -- {file name: blob digest} of a memory image, or NULL
+	memory_size  INTEGER NOT NULL,
+	created_at   INTEGER NOT NULL
+);
+CREATE INDEX snapshots_tenant ON snapshots(tenant, created_at);
+CREATE INDEX snapshots_sandbox ON snapshots(sandbox_id, created_at);
+CREATE INDEX snapshots_layer ON snapshots(layer_digest);
+ALTER TABLE sandboxes ADD COLUMN instance TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

@@ -24,6 +24,17 @@ type Sandbox struct {
 	// Host is the level's facts needed to find the sandbox's host resources after a crash (e.g.
 	// init pid, cgroup path), stored as JSON.
 	Host json.RawMessage
+	// Instance is the id the level knows the sandbox by when it is not ID: a restore replaces the
+	// level's sandbox with a new one (see Restored).
+	Instance string
+}
+
+// LevelID is the id the sandbox's level knows it by.
+func (sb Sandbox) LevelID() string {
+	if sb.Instance != "" {
+		return sb.Instance
+	}
+	return sb.ID
 }
 
 // Filter selects sandboxes; its zero value selects all.
@@ -137,6 +148,21 @@ func (s *Store) SetHost(ctx context.Context, id string, host json.RawMessage) er
 	return s.update(ctx, id, "set host", `UPDATE sandboxes SET host = ? WHERE id = ?`, nullJSON(host), id)
 }
 
+// Restored records that sandbox id now runs as the level's sandbox instance, restored from a
+// snapshot with spec (the snapshot's environment, workdir and metadata), whose host facts are
+// host.
+func (s *Store) Restored(ctx context.Context, id, instance string, spec api.Spec, host json.RawMessage) error {
+	if len(host) > 0 && !json.Valid(host) {
+		return errdefs.Invalid("host", "not valid JSON")
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("sandbox %q: encode spec: %w", id, err)
+	}
+	return s.update(ctx, id, "record restore", `UPDATE sandboxes SET instance = ?, spec = ?, host = ? WHERE id = ?`,
+		instance, b, nullJSON(host), id)
+}
+
 // update runs a one-row UPDATE of sandbox id; no such row is ErrNotFound.
 func (s *Store) update(ctx context.Context, id, what, q string, args ...any) error {
 	res, err := s.write.ExecContext(ctx, q, args...)
@@ -151,14 +177,14 @@ func (s *Store) update(ctx context.Context, id, what, q string, args ...any) err
 	return nil
 }
 
-const sandboxColumns = `id, tenant, spec, status, reason, created_at, updated_at, host`
+const sandboxColumns = `id, tenant, spec, status, reason, created_at, updated_at, host, instance`
 
 func scanSandbox(row interface{ Scan(...any) error }) (Sandbox, error) {
 	var sb Sandbox
 	var spec []byte
 	var created, updated int64
 	var host []byte
-	if err := row.Scan(&sb.ID, &sb.Tenant, &spec, &sb.Status, &sb.Reason, &created, &updated, &host); err != nil {
+	if err := row.Scan(&sb.ID, &sb.Tenant, &spec, &sb.Status, &sb.Reason, &created, &updated, &host, &sb.Instance); err != nil {
 		return Sandbox{}, err
 	}
 	if err := json.Unmarshal(spec, &sb.Spec); err != nil {

@@ -11,6 +11,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -29,6 +30,7 @@ import (
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
 // Config is the container level's part of airlock's configuration.
@@ -194,7 +196,7 @@ func (d *Driver) probe() driver.Capabilities {
 			c.Features = append(c.Features, "runtime:"+name)
 		}
 	}
-	c.Features = append(c.Features, "oci", "limits:cpu,memory,nofile,disk,timeout", "network:none")
+	c.Features = append(c.Features, "oci", "limits:cpu,memory,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem)
 	return c
 }
 
@@ -239,6 +241,12 @@ func (d *Driver) runtime(spec sandbox.Spec) (*runtime, error) {
 
 // Create implements driver.Driver.
 func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	return d.create(ctx, id, spec, nil)
+}
+
+// create makes a sandbox whose writable layer starts as seed's (a snapshot's tar stream), or
+// empty when seed is nil.
+func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed io.Reader) (driver.Sandbox, error) {
 	if !d.caps.Available {
 		return nil, fmt.Errorf("container level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
@@ -300,8 +308,18 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if err != nil {
 		return fail(err)
 	}
+	if seed != nil {
+		b.seed = func(layer string) error {
+			_, err := snapshot.ExtractLayer(seed, layer, snapshot.ExtractOptions{Layout: LayerLayout, HostID: rt.hostID, HostOwned: true})
+			// To the end whatever the extraction did: the snapshot's digest is checked there.
+			if _, derr := io.Copy(io.Discard, seed); derr != nil {
+				return derr
+			}
+			return err
+		}
+	}
 	if err := b.assemble(spec, t, lowers, d.proc.NameFiles(spec), d.cfg.InitPath, rt.hostID); err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) {
+		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, snapshot.ErrCorrupt) {
 			return fail(err)
 		}
 		return fail(fmt.Errorf("root filesystem: %v: %w", err, errdefs.ErrSetup))
@@ -324,11 +342,12 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 			return fail(err)
 		}
 	}
+	cg := d.cgroups.Open(d.cfg.CgroupParent, id)
 	s, err := d.proc.Launch(ctx, id, spec, gw, process.Launcher{
 		Start: func(ctx context.Context, ctl *os.File) (int, error) {
 			return rt.start(ctx, id, b.dir, ctl, gw)
 		},
-		Cgroup:    d.cgroups.Open(d.cfg.CgroupParent, id),
+		Cgroup:    cg,
 		PidsLimit: pids,
 		GuestPids: guestPids,
 		// gVisor's memory is charged to its sentry: the runtime's limit has headroom, and
@@ -342,6 +361,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		FileID:        rt.hostID,
 		CgroupCPU:     rt.name == sandbox.RuntimeRunsc,
 		Teardown:      teardown,
+		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
+			return d.snapshot(ctx, id, b, cg, int(rt.uidBase), w, paused)
+		},
 	})
 	if err != nil {
 		return nil, err

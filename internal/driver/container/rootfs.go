@@ -14,6 +14,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
 // A bundle is one sandbox's directory under the level's state directory:
@@ -36,6 +37,8 @@ type bundle struct {
 	layer  string
 	rootfs string
 	base   string // layer/root or overlay
+	// seed, when set, fills the fresh layer from a snapshot before anything is built on it.
+	seed func(layer string) error
 }
 
 func newBundle(dir string) *bundle {
@@ -54,6 +57,11 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 	opts := fmt.Sprintf("size=%d,mode=0755", spec.Resources.DiskMB<<20)
 	if err := unix.Mount("tmpfs", b.layer, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
+	}
+	if b.seed != nil {
+		if err := b.seed(b.layer); err != nil {
+			return fmt.Errorf("restore the snapshot's layer: %w", err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(b.layer, "shm"), 0o1777); err != nil {
 		return err
@@ -293,3 +301,8 @@ func unmountAll(dir string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// LayerLayout is what of a bundle's writable layer a snapshot holds: the host template's
+// skeleton with the writable directories in it, an image overlay's upper directory, and
+// /dev/shm. The overlay's work directory is overlayfs's own.
+var LayerLayout = snapshot.Layout{Top: []string{"root", "upper", "shm"}}

@@ -50,6 +50,9 @@ func Cases() []Case {
 		{"Usage", testUsage},
 		{"FileRoot", testFileRoot},
 		{"PerExecUsage", testPerExecUsage},
+		// Snapshots (snapshot.go).
+		{"Snapshot", testSnapshot},
+		{"SnapshotMemory", testSnapshotMemory},
 	}
 }
 

@@ -38,6 +38,9 @@ type rootPlan struct {
 	Files    []plainFile `json:"files,omitempty"`
 	Dirs     []writeDir  `json:"dirs,omitempty"` // writable directories inside the layer
 	Blocked  []string    `json:"blocked,omitempty"`
+	// Seed, when set, is the index of a pipe carrying a snapshot's layer (a tar stream, see
+	// internal/snapshot) to extract into the fresh layer before anything else is built on it.
+	Seed *int `json:"seed,omitempty"`
 }
 
 type bindMount struct {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -123,6 +124,12 @@ func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 // Create implements driver.Driver.
 func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	return d.create(ctx, id, spec, nil)
+}
+
+// create makes a sandbox whose writable layer starts as seed's (a snapshot's tar stream), or
+// empty when seed is nil.
+func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed io.Reader) (driver.Sandbox, error) {
 	if !d.caps.Available {
 		return nil, fmt.Errorf("process level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
@@ -159,7 +166,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 		}
 		cfg.HostNet = true
 	}
-	s, err := d.start(ctx, id, spec, cfg, gw)
+	s, err := d.start(ctx, id, spec, cfg, gw, seed)
 	if err != nil {
 		if gw != nil {
 			gw.Close()
@@ -174,7 +181,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 // start launches init in new namespaces and sends it the plan. While init boots and builds the
 // root filesystem, the driver makes the cgroup and moves init into it (on cgroup v1 that move waits
 // for an RCU grace period, so the overlap matters); only then may init lock down and report ready.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway) (*Sandbox, error) {
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway, seed io.Reader) (*Sandbox, error) {
 	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
 	t0 := time.Now()
 	driverEnd, initEnd, err := socketPair()
@@ -254,6 +261,22 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	if err != nil {
 		return fail(err)
 	}
+	var fed chan error // the restore's feeder, when seeded
+	if seed != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeAll(srcs)
+			return fail(err)
+		}
+		i := len(srcs)
+		srcs, cfg.Root.Seed = append(srcs, pr), &i
+		fed = make(chan error, 1)
+		go func() { fed <- feed(pw, seed) }()
+		fail = func(err error) (*Sandbox, error) {
+			s.Destroy(context.Background()) // init is gone, and the pipe with it
+			return nil, setupErr(seeded(fed, err))
+		}
+	}
 	err = ctl.send(&message{Kind: msgConfig, Config: cfg}, srcs...)
 	closeAll(srcs)
 	if err != nil {
@@ -288,6 +311,12 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	}
 	if err := s.awaitReady(ctx, ready); err != nil {
 		return fail(err)
+	}
+	if fed != nil {
+		if err := seeded(fed, nil); err != nil {
+			fed = nil // already waited for
+			return fail(err)
+		}
 	}
 	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0))
 	return s, nil

@@ -359,6 +359,12 @@ func (srv *initServer) serve() {
 			}
 		case msgPing:
 			ctl.send(&message{Kind: msgPong, ID: m.ID, Guest: srv.guest.stats()})
+		case msgLayer:
+			if layerFd < 0 {
+				ctl.send(&message{Kind: msgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
+			} else {
+				ctl.send(&message{Kind: msgLayer, ID: m.ID}, layerFd)
+			}
 		}
 		for _, fd := range passed {
 			unix.Close(fd)

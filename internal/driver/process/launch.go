@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -50,6 +51,10 @@ type Launcher struct {
 	// before the whole sandbox is. A sandbox kernel that shares its CPU limit with its processes
 	// (gVisor) can take seconds to run init while a fork bomb fills it.
 	KillGrace time.Duration
+	// Snapshot, when set, saves the sandbox (driver.Snapshotter): its layer as a tar stream to w
+	// and, when mem is not "" and the runtime can, its processes into mem. paused says the
+	// sandbox's cgroup is frozen (Pause).
+	Snapshot func(ctx context.Context, w io.Writer, mem string, paused bool) (memory bool, err error)
 	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
 	// Destroy after init was killed, and must be idempotent.
 	Teardown func(ctx context.Context) error

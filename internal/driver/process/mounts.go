@@ -1,13 +1,26 @@
 package process
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/snapshot"
 )
+
+// LayerLayout is what of the process level's writable layer a snapshot holds: the root's skeleton
+// and writable directories (host template), an overlay's upper directory (image, rootfs) and
+// /dev/shm. oldroot, work and the lower layers' mount points are setup's own.
+var LayerLayout = snapshot.Layout{Top: []string{"newroot", "upper", "shm"}}
+
+// layerFd is init's clone of the writable layer (see buildRoot), -1 for a container's init.
+var layerFd = -1
 
 // staging is where init mounts the writable layer before the first pivot_root. The mount is in
 // the sandbox's private mount namespace; the host never sees it, and the first pivot_root moves it
@@ -38,9 +51,31 @@ func buildRoot(c *initConfig, fds []int) error {
 	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
 	}
-	for _, d := range []string{"oldroot", "newroot", "upper", "work"} {
-		if err := os.Mkdir(staging+"/"+d, 0o755); err != nil {
+	if c.Root.Seed != nil {
+		// Before anything of the host is reachable from the layer (/oldroot is mounted below).
+		fd, err := src(*c.Root.Seed)
+		if err != nil {
 			return err
+		}
+		unix.SetNonblock(fd, false)
+		if _, err := snapshot.ExtractLayer(fdReader(fd), staging, snapshot.ExtractOptions{Layout: LayerLayout}); err != nil {
+			return fmt.Errorf("restore the snapshot's layer: %w", err)
+		}
+	}
+	// A detached clone of the layer alone (none of the mounts later made on it), which init
+	// keeps for the driver to snapshot the layer from (msgLayer).
+	layer, err := unix.OpenTree(unix.AT_FDCWD, staging, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("clone the writable layer: %w", err)
+	}
+	layerFd = layer
+	for _, d := range []string{"oldroot", "newroot", "upper", "work"} {
+		if err := os.Mkdir(staging+"/"+d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// A restored layer brought these; they must still be plain directories.
+		if fi, err := os.Lstat(staging + "/" + d); err != nil || !fi.IsDir() {
+			return fmt.Errorf("writable layer: %s is not a directory", d)
 		}
 	}
 	if err := unix.PivotRoot(staging, staging+"/oldroot"); err != nil {
@@ -135,6 +170,24 @@ func buildRoot(c *initConfig, fds []int) error {
 		return fmt.Errorf("detach the host root: %w", err)
 	}
 	return unix.Chdir("/")
+}
+
+// fdReader reads a descriptor init does not own (the config's fds are closed after setup).
+type fdReader int
+
+func (f fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 func writableDir(d writeDir, selfBind bool) error {

@@ -90,7 +90,9 @@ func (d *Driver) probe() driver.Capabilities {
 		c.Fix = "run airlock as root on Linux 5.10+ with user namespaces and the cpu, memory and pids cgroup controllers"
 	}
 	c.Features = []string{"namespaces:user,pid,mount,net,uts,ipc,cgroup", "seccomp:allowlist", "capabilities:none", "no_new_privs",
-		"limits:cpu,memory,pids,nofile,disk,timeout", "network:none"}
+		"limits:cpu,memory,pids,nofile,disk,timeout", "network:none",
+		// Files only: saving processes that run on the host's kernel would take CRIU.
+		driver.FeatureSnapshotFilesystem}
 	if abi > 0 {
 		c.Features = append(c.Features, "landlock:abi"+strconv.Itoa(abi))
 	}

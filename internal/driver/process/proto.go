@@ -37,6 +37,7 @@ const (
 	msgResize  = "resize"  // driver → init: set a relayed terminal's size (ID, Size)
 	msgPing    = "ping"    // driver → init: are you there? (a driver adopting the sandbox asks)
 	msgPong    = "pong"    // init → driver: yes (ID; Guest, when the sandbox's kernel counts its processes)
+	msgLayer   = "layer"   // driver → init: send me the writable layer; init → driver: here (ID; the fd)
 )
 
 type message struct {

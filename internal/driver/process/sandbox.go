@@ -35,6 +35,7 @@ type Sandbox struct {
 	gw      *egress.Gateway // the sandbox's network; nil for egress "none" (loopback only)
 	ext     *Launcher       // set when another level's runtime started init (Launch)
 	release func()          // lets an image's layers be collected again (nil: no image)
+	layer   *os.File        // init's clone of the writable layer, once a snapshot asked for it
 
 	mu      sync.Mutex // guards waiters, and delivery to them (see readLoop)
 	waiters map[string]chan *message
@@ -283,6 +284,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		}
 		if s.events != nil {
 			s.events.Close()
+		}
+		if s.layer != nil {
+			s.layer.Close()
 		}
 		if s.ext != nil && s.ext.Teardown != nil {
 			s.destroyErr = s.ext.Teardown(ctx)

@@ -1,0 +1,53 @@
+package api
+
+import "time"
+
+// SnapshotRequest is the body of POST /api/v1/sandboxes/{id}/snapshots.
+type SnapshotRequest struct {
+	Name        string `json:"name,omitempty"`        // up to 128 characters; default: the snapshot's id
+	Description string `json:"description,omitempty"` // up to 1024 characters
+}
+
+// Snapshot is a sandbox's saved state: its writable layer (compressed, content-addressed, checked
+// against its sha256 on every restore), environment, working directory and metadata, and, where
+// the level can save it, its memory and running processes. A snapshot outlives its sandbox and a
+// daemon restart; it goes when it is deleted.
+type Snapshot struct {
+	ID          string `json:"snapshotId"` // snap_...
+	SandboxID   string `json:"sandboxId"`  // the sandbox it was taken of
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Isolation and Runtime are the level the snapshot can be restored into: only a sandbox of the
+	// same level, runtime, image, rootfs, template and user.
+	Isolation string `json:"isolation"`
+	Runtime   string `json:"runtime,omitempty"`
+	// SizeMB is what the snapshot takes on disk (compressed layer plus memory image), in MiB.
+	SizeMB float64 `json:"sizeMb"`
+	// LayerBytes is the writable layer's size before compression.
+	LayerBytes int64 `json:"layerBytes"`
+	// Memory says whether running processes and their memory were saved (container level under
+	// runsc); otherwise a restore starts from the files, with no process running.
+	Memory bool `json:"memory"`
+	// Digest is the sha256 of the compressed layer, its address in the snapshot store.
+	Digest    string    `json:"digest"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// RestoreRequest is the body of POST /api/v1/sandboxes/{id}/restore.
+type RestoreRequest struct {
+	SnapshotID string `json:"snapshotId"`
+}
+
+// ForkRequest is the body of POST /api/v1/sandboxes/{id}/fork: Count new sandboxes, each started
+// from one snapshot taken of the sandbox now.
+type ForkRequest struct {
+	Count int `json:"count,omitempty"` // 1 to 64 (default 1)
+	// Name is the new sandboxes' name prefix; the i-th is "<name>-<i>" (default: no name).
+	Name string `json:"name,omitempty"`
+}
+
+// Fork is the answer to a fork: the snapshot it took (kept until deleted) and the new sandboxes.
+type Fork struct {
+	Snapshot  Snapshot  `json:"snapshot"`
+	Sandboxes []Sandbox `json:"sandboxes"`
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+)
+
+// snapshotsCmd is `airlock snapshots ls|inspect|rm`: the tenant's snapshots, those of ended
+// sandboxes included (they outlive their sandbox).
+func snapshotsCmd(e *env, args []string) int {
+	sub := "ls"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "ls":
+		return snapshotsLs(e, args)
+	case "inspect":
+		return snapshotsInspect(e, args)
+	case "rm":
+		return snapshotsRm(e, args)
+	}
+	fmt.Fprintf(e.stderr, "airlock snapshots: unknown subcommand %q (ls, inspect, rm)\n", sub)
+	return exitUsage
+}
+
+func snapshotsLs(e *env, args []string) int {
+	r := newRemote(e, "snapshots ls", "[--sandbox ID] [--json]")
+	sandboxID := r.fs.String("sandbox", "", "only the snapshots of this sandbox")
+	asJSON := r.fs.Bool("json", false, "print the snapshots as a JSON array")
+	pos, code := r.parse(args, true)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) > 0 {
+		return r.usageError("unexpected argument %q", pos[0])
+	}
+	if code := r.dial(); code >= 0 {
+		return code
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	snaps, err := r.c.Snapshots(ctx, *sandboxID)
+	if err != nil {
+		return r.fail(err, nil)
+	}
+	if *asJSON {
+		if snaps == nil {
+			snaps = []api.Snapshot{}
+		}
+		printJSON(e.stdout, snaps)
+		return 0
+	}
+	writeSnapshotTable(e.stdout, snaps, time.Now())
+	return 0
+}
+
+// writeSnapshotTable prints snapshots as a table, their ages as of now.
+func writeSnapshotTable(w io.Writer, snaps []api.Snapshot, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "SNAPSHOT\tSANDBOX\tNAME\tLEVEL\tSIZE\tMEMORY\tCREATED")
+	for _, s := range snaps {
+		memory := "no"
+		if s.Memory {
+			memory = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f MiB\t%s\t%s\n", s.ID, s.SandboxID, dash(s.Name), levelText(s.Isolation, s.Runtime),
+			s.SizeMB, memory, age(now, s.CreatedAt))
+	}
+	tw.Flush()
+}
+
+// levelText is a level with its runtime, as one table cell: "container/runsc", "process".
+func levelText(isolation, runtime string) string {
+	if runtime == "" {
+		return dash(isolation)
+	}
+	return isolation + "/" + runtime
+}
+
+func snapshotsInspect(e *env, args []string) int {
+	r := newRemote(e, "snapshots inspect", "SNAPSHOT_ID")
+	id, code := r.oneArg(args, "snapshot ID")
+	if code >= 0 {
+		return code
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	snap, err := r.c.GetSnapshot(ctx, id)
+	if err != nil {
+		return r.fail(err, nil)
+	}
+	printJSON(e.stdout, snap)
+	return 0
+}
+
+func snapshotsRm(e *env, args []string) int {
+	r := newRemote(e, "snapshots rm", "[--json] SNAPSHOT_ID...")
+	asJSON := r.fs.Bool("json", false, "print each deleted snapshot as JSON instead of its ID")
+	ids, code := r.parse(args, true)
+	if code >= 0 {
+		return code
+	}
+	if len(ids) == 0 {
+		return r.usageError("want at least one snapshot ID")
+	}
+	if code := r.dial(); code >= 0 {
+		return code
+	}
+	return r.each(ids, *asJSON, func(ctx context.Context, id string) (any, error) { return r.c.DeleteSnapshot(ctx, id) })
+}

@@ -1,0 +1,213 @@
+package drivertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/snapshot"
+)
+
+// Restore starts a sandbox from a snapshot's layer (and memory image, when mem is not ""), and
+// destroys it when t ends.
+func (h *Harness) Restore(t *testing.T, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
+	t.Helper()
+	r, ok := h.D.(driver.Restorer)
+	if !ok {
+		t.Fatalf("level %s snapshots but cannot restore (no driver.Restorer)", h.D.Name())
+	}
+	spec.Isolation = h.D.Name()
+	sandbox.SetDefaults(&spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb, err := r.Restore(ctx, sandbox.NewID("sbx_"), spec, layer, mem)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sb.Destroy(ctx)
+	})
+	return sb, nil
+}
+
+// snapshotter returns sb as a driver.Snapshotter, or skips the test.
+func snapshotter(t *testing.T, h *Harness, sb driver.Sandbox) driver.Snapshotter {
+	s, ok := sb.(driver.Snapshotter)
+	if !ok || !slices.Contains(h.D.Capabilities().Features, driver.FeatureSnapshotFilesystem) {
+		t.Skipf("level %s cannot snapshot (no driver.Snapshotter or feature %s)", h.D.Name(), driver.FeatureSnapshotFilesystem)
+	}
+	return s
+}
+
+// layerFiles makes files of every kind in a sandbox's writable directories and prints, as the
+// sandbox sees them, what a restore must bring back.
+const (
+	layerFiles = `set -e
+cd /workspace
+printf hello > a.txt
+mkdir -p dir/deep && printf b > dir/deep/b && chmod 0750 dir && chmod 0604 dir/deep/b
+ln -s a.txt link
+ln a.txt hard
+mkfifo fifo
+head -c 1048576 /dev/urandom > big
+printf tmp > /tmp/t
+printf rc > "$HOME/.rc"
+printf shm > /dev/shm/s
+`
+	layerState = `cd /workspace
+stat -c '%n %F %a %U' a.txt dir dir/deep/b link
+readlink link
+[ "$(stat -c %i a.txt)" = "$(stat -c %i hard)" ] && echo hard-linked
+md5sum big | cut -c1-32
+cat a.txt dir/deep/b /tmp/t "$HOME/.rc" /dev/shm/s; echo
+`
+)
+
+// testSnapshot saves a sandbox's layer, changes the sandbox, and restores the layer into a new
+// sandbox: every file comes back as it was (content, kind, mode, owner, links), the original
+// runs on unchanged, and a restore whose snapshot turns out corrupt at its end, or holds paths
+// outside a layer, fails and leaves nothing.
+func testSnapshot(t *testing.T, h *Harness) {
+	sb := h.New(t, sandbox.Spec{})
+	snap := snapshotter(t, h, sb)
+	expect(t, Exec(t, sb, 20*time.Second, layerFiles), 0, "")
+	want := Exec(t, sb, 10*time.Second, layerState)
+	if want.ExitCode != 0 || !strings.Contains(want.Stdout, "hard-linked") {
+		t.Fatalf("state of the original: %+v", want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var layer bytes.Buffer
+	if _, err := snap.Snapshot(ctx, &layer, ""); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	// The original goes on, and changes.
+	expect(t, Exec(t, sb, 10*time.Second, "rm /workspace/a.txt; echo changed > /tmp/t; cat /tmp/t"), 0, "changed")
+
+	restored, err := h.Restore(t, sandbox.Spec{}, bytes.NewReader(layer.Bytes()), "")
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	got := Exec(t, restored, 10*time.Second, layerState)
+	if got.ExitCode != 0 || got.Stdout != want.Stdout {
+		t.Fatalf("restored layer:\n%s\nwant:\n%s\nstderr %s", got.Stdout, want.Stdout, got.Stderr)
+	}
+	if why, ok := h.opts.Skip["SnapshotFIFO"]; ok {
+		t.Logf("named pipes are not checked: %s", why)
+	} else {
+		expect(t, Exec(t, restored, 10*time.Second, "stat -c %F /workspace/fifo"), 0, "fifo")
+	}
+	// The restored sandbox is a sandbox like any other: it writes, and its writes are its own.
+	expect(t, Exec(t, restored, 10*time.Second, "echo mine > /workspace/a.txt; cat /workspace/a.txt"), 0, "mine")
+	expect(t, Exec(t, sb, 10*time.Second, "cat /workspace/a.txt 2>/dev/null || echo gone"), 0, "gone")
+
+	// A paused sandbox can be saved, and stays paused.
+	if p, ok := sb.(driver.Pauser); ok {
+		if err := p.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snap.Snapshot(ctx, io.Discard, ""); err != nil {
+			t.Errorf("snapshot of a paused sandbox: %v", err)
+		}
+		if err := p.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("corrupt", func(t *testing.T) {
+		// Every byte arrives, then the digest check fails: the restore must fail all the same.
+		r := io.MultiReader(bytes.NewReader(layer.Bytes()), errReader{snapshot.ErrCorrupt})
+		if sb, err := h.Restore(t, sandbox.Spec{}, r, ""); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Fatalf("restore of a corrupt snapshot: %v (sandbox %v), want ErrCorrupt", err, sb)
+		}
+		// Cut short, mid-file.
+		r = io.MultiReader(bytes.NewReader(layer.Bytes()[:layer.Len()/2]), errReader{snapshot.ErrCorrupt})
+		if _, err := h.Restore(t, sandbox.Spec{}, r, ""); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Fatalf("restore of a truncated snapshot: %v, want ErrCorrupt", err)
+		}
+	})
+	t.Run("hostile", func(t *testing.T) {
+		marker := filepath.Join(os.TempDir(), "airlock-snapshot-escape")
+		os.Remove(marker)
+		for _, name := range []string{"../../../../../../" + marker, marker, "oldroot" + marker, "work/x"} {
+			var b bytes.Buffer
+			tw := tar.NewWriter(&b)
+			tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
+			tw.Write([]byte("x"))
+			tw.Close()
+			if _, err := h.Restore(t, sandbox.Spec{}, &b, ""); err == nil {
+				t.Errorf("restore of a layer holding %q succeeded", name)
+			}
+		}
+		if _, err := os.Stat(marker); err == nil {
+			os.Remove(marker)
+			t.Fatalf("a restore wrote %s on the host", marker)
+		}
+	})
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// testSnapshotMemory: on a level that saves processes, a background counter keeps counting in
+// the restored sandbox from where it was, and the original keeps its own count.
+func testSnapshotMemory(t *testing.T, h *Harness) {
+	if !slices.Contains(h.D.Capabilities().Features, driver.FeatureSnapshotMemory) {
+		t.Skipf("level %s saves files only (no feature %s)", h.D.Name(), driver.FeatureSnapshotMemory)
+	}
+	sb := h.New(t, sandbox.Spec{})
+	snap := snapshotter(t, h, sb)
+	// The count lives in the shell's memory; the file only shows it.
+	expect(t, Exec(t, sb, 10*time.Second, `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
+sleep 0.5; echo started`), 0, "started")
+	mem := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var layer bytes.Buffer
+	memory, err := snap.Snapshot(ctx, &layer, mem)
+	if err != nil || !memory {
+		t.Fatalf("snapshot with memory: saved memory %v, err %v", memory, err)
+	}
+	at := atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
+	// The original counts on; give it a head start so the two counts differ.
+	time.Sleep(time.Second)
+	restored, err := h.Restore(t, sandbox.Spec{}, &layer, mem)
+	if err != nil {
+		t.Fatalf("restore with memory: %v", err)
+	}
+	first := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
+	time.Sleep(500 * time.Millisecond)
+	then := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
+	orig := atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
+	if first < 1 || first > at+40 || then <= first {
+		t.Fatalf("restored counter: %d then %d; it was at %d when saved (the original is at %d)", first, then, at, orig)
+	}
+	if orig <= then {
+		t.Fatalf("original counter %d not ahead of the restored one %d", orig, then)
+	}
+	// The restored sandbox runs commands like any other.
+	expect(t, Exec(t, restored, 10*time.Second, "echo ok"), 0, "ok")
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return n
+}

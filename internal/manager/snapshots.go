@@ -1,0 +1,459 @@
+package manager
+
+// Snapshots (SPEC §6): a sandbox's writable layer, environment, working directory and metadata,
+// and, where the level can, its processes, saved under an id; restored into the same sandbox, or
+// into new ones (a create with fromSnapshot, a fork). The content lives in the snapshot store
+// (internal/snapshot: compressed, content-addressed, checked on every read), the records in the
+// store's snapshots table; both outlive the sandbox and the daemon.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/snapshot"
+	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tenant"
+)
+
+// Limits of the snapshot API.
+const (
+	maxSnapshotName = 128
+	maxSnapshotDesc = 1024
+	maxForks        = 64
+)
+
+// blobs returns the snapshot store, or says why there is none.
+func (m *Manager) blobs() (*snapshot.Store, error) {
+	if m.snaps == nil {
+		return nil, fmt.Errorf("snapshots: %v: %w", m.snapsErr, errdefs.ErrServiceUnavailable)
+	}
+	return m.snaps, nil
+}
+
+// Snapshot saves sandbox id's state (SPEC §6). The sandbox goes on as it was (a paused one stays
+// paused); it stands still only while its layer is read.
+func (m *Manager) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
+	if len(req.Name) > maxSnapshotName {
+		return api.Snapshot{}, errdefs.Invalid("name", "at most %d characters (got %d)", maxSnapshotName, len(req.Name))
+	}
+	if len(req.Description) > maxSnapshotDesc {
+		return api.Snapshot{}, errdefs.Invalid("description", "at most %d characters (got %d)", maxSnapshotDesc, len(req.Description))
+	}
+	b, err := m.live(ctx, id, "snapshot")
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	sn, err := m.takeSnapshot(ctx, b, req.Name, req.Description)
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	return snapshotView(sn), nil
+}
+
+// takeSnapshot saves b and records the snapshot.
+func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string) (store.Snapshot, error) {
+	blobs, err := m.blobs()
+	if err != nil {
+		return store.Snapshot{}, err
+	}
+	b.op.Lock() // one snapshot or restore of a sandbox at a time
+	defer b.op.Unlock()
+	b.mu.Lock()
+	sb, spec := b.sb, b.spec
+	if sb == nil || !(b.status == api.StatusReady || b.status == api.StatusRunning || b.status == api.StatusPaused) {
+		b.mu.Unlock()
+		return store.Snapshot{}, &sandbox.StateError{ID: b.id, Status: b.status, Op: "snapshot"}
+	}
+	b.busy++
+	b.mu.Unlock()
+	defer m.done(b)
+	snapper, ok := sb.(driver.Snapshotter)
+	if !ok {
+		return store.Snapshot{}, fmt.Errorf("isolation level %s cannot snapshot sandboxes: %w", spec.Isolation, errdefs.ErrUnavailable)
+	}
+	mem := ""
+	if m.levelHas(spec.Isolation, driver.FeatureSnapshotMemory) {
+		if mem, err = blobs.TempDir("memory-"); err != nil {
+			return store.Snapshot{}, err
+		}
+		defer os.RemoveAll(mem)
+	}
+	t0 := time.Now()
+	var memory bool
+	layer, err := blobs.PutLayer(func(w io.Writer) error {
+		var err error
+		memory, err = snapper.Snapshot(ctx, w, mem)
+		return err
+	})
+	if err != nil {
+		return store.Snapshot{}, fmt.Errorf("snapshot sandbox %s: %w", b.id, err)
+	}
+	sn := store.Snapshot{
+		ID: sandbox.NewID("snap_"), Tenant: b.tenant, SandboxID: b.id, Name: name, Description: desc,
+		Spec: withoutCredentials(spec), LayerDigest: layer.Digest, LayerSize: layer.Size, LayerBytes: layer.Raw,
+		CreatedAt: time.Now().UTC(),
+	}
+	if sn.Name == "" {
+		sn.Name = sn.ID
+	}
+	if memory {
+		sn.Memory = map[string]string{}
+		ents, err := os.ReadDir(mem)
+		if err != nil {
+			return store.Snapshot{}, err
+		}
+		for _, e := range ents {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			blob, err := blobs.PutFile(filepath.Join(mem, e.Name()))
+			if err != nil {
+				return store.Snapshot{}, fmt.Errorf("snapshot sandbox %s: store memory image: %w", b.id, err)
+			}
+			sn.Memory[e.Name()], sn.MemorySize = blob.Digest, sn.MemorySize+blob.Size
+		}
+	}
+	if err := m.store.PutSnapshot(context.WithoutCancel(ctx), sn); err != nil {
+		return store.Snapshot{}, err
+	}
+	b.logs.event(b.id, "", api.EventSandboxSnapshot, "snapshot "+sn.ID, map[string]any{
+		"snapshotId": sn.ID, "name": sn.Name, "memory": memory, "sizeMb": snapshotView(sn).SizeMB})
+	m.log.Info("snapshot taken", "sandbox", b.id, "snapshot", sn.ID, "layerBytes", sn.LayerBytes,
+		"storedBytes", sn.LayerSize+sn.MemorySize, "memory", memory, "took", time.Since(t0))
+	return sn, nil
+}
+
+// Snapshots lists the tenant's snapshots, newest first: those of sandbox id, or all when id is "".
+// A sandbox that never existed is ErrNotFound; an ended one still lists its snapshots.
+func (m *Manager) Snapshots(ctx context.Context, id string) ([]api.Snapshot, error) {
+	ten := tenant.From(ctx)
+	if id != "" {
+		if _, err := m.store.Sandbox(ctx, ten, id); err != nil {
+			return nil, notFound(id, err)
+		}
+	}
+	recs, err := m.store.Snapshots(ctx, ten, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Snapshot, 0, len(recs))
+	for _, sn := range recs {
+		out = append(out, snapshotView(sn))
+	}
+	return out, nil
+}
+
+// GetSnapshot returns one of the tenant's snapshots.
+func (m *Manager) GetSnapshot(ctx context.Context, snapID string) (api.Snapshot, error) {
+	sn, err := m.store.Snapshot(ctx, tenant.From(ctx), snapID)
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	return snapshotView(sn), nil
+}
+
+// DeleteSnapshot removes one of the tenant's snapshots, and its content unless another snapshot
+// shares it, and returns it.
+func (m *Manager) DeleteSnapshot(ctx context.Context, snapID string) (api.Snapshot, error) {
+	sn, unused, err := m.store.DeleteSnapshot(ctx, tenant.From(ctx), snapID)
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	if blobs, err := m.blobs(); err == nil {
+		for _, d := range unused {
+			if err := blobs.Remove(d); err != nil {
+				m.log.Warn("remove snapshot blob", "snapshot", snapID, "blob", d, "err", err)
+			}
+		}
+	}
+	m.log.Info("snapshot deleted", "snapshot", snapID, "sandbox", sn.SandboxID)
+	return snapshotView(sn), nil
+}
+
+// Restore puts sandbox id back in the state of a snapshot of the same level, root and user: the
+// level makes a new sandbox from it, and only once that is ready does it replace the old one,
+// which is then destroyed. A restore that fails (a corrupt snapshot, say) leaves the sandbox as
+// it was. The sandbox keeps its id, resources, network policy and timeouts; its environment,
+// working directory and metadata become the snapshot's; it is ready.
+func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest) (api.Sandbox, error) {
+	if req.SnapshotID == "" {
+		return api.Sandbox{}, errdefs.Invalid("snapshotId", "required")
+	}
+	b, err := m.live(ctx, id, "restore")
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	sn, err := m.store.Snapshot(ctx, b.tenant, req.SnapshotID)
+	if err != nil {
+		return api.Sandbox{}, &errdefs.FieldError{Field: "snapshotId", Message: err.Error(), Kind: errdefs.ErrNotFound}
+	}
+	b.op.Lock()
+	defer b.op.Unlock()
+	b.mu.Lock()
+	spec, gen := b.spec, b.restores+1
+	switch {
+	case b.sb == nil || !(b.status == api.StatusReady || b.status == api.StatusRunning || b.status == api.StatusPaused):
+		b.mu.Unlock()
+		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: b.status, Op: "restore"}
+	case b.busy > 0:
+		b.mu.Unlock()
+		return api.Sandbox{}, fmt.Errorf("sandbox %s has %d exec(s) or file operation(s) in flight; restore it when they end: %w", id, b.busy, errdefs.ErrConflict)
+	}
+	b.restoring = true // begin refuses new execs until the swap
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.restoring = false
+		b.mu.Unlock()
+	}()
+	if err := sameShape(sn.Spec, spec); err != nil {
+		return api.Sandbox{}, err
+	}
+	next := spec
+	next.Environment, next.Workdir, next.Metadata = maps.Clone(sn.Spec.Environment), sn.Spec.Workdir, maps.Clone(sn.Spec.Metadata)
+	d, err := m.drivers.Lookup(spec.Isolation)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	instance := fmt.Sprintf("%s-r%d", id, gen)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	sb, err := m.restoreInstance(sctx, d, instance, next, sn)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	var host []byte
+	if hf, ok := sb.(driver.HostFacter); ok {
+		host = hf.HostFacts()
+	}
+	b.mu.Lock()
+	if err := m.store.Restored(sctx, id, instance, next, host); err != nil {
+		b.mu.Unlock()
+		sb.Destroy(sctx)
+		return api.Sandbox{}, fmt.Errorf("record restore of sandbox %s: %w", id, err)
+	}
+	old := b.sb
+	b.sb, b.spec, b.restores = sb, next, gen
+	if b.status != api.StatusReady {
+		if err := m.transitionLocked(sctx, b, api.StatusReady, sandbox.ReasonRestored); err != nil {
+			m.log.Error("record restore transition", "sandbox", id, "err", err)
+		}
+	}
+	b.lastActive = time.Now()
+	b.logs.event(id, "", api.EventSandboxRestored, "restored from "+sn.ID, map[string]any{"snapshotId": sn.ID, "memory": sn.Memory != nil})
+	view := b.viewLocked()
+	b.mu.Unlock()
+	m.watchIfWatcher(b, sb)
+	if err := old.Destroy(sctx); err != nil {
+		m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "err", err)
+	}
+	m.log.Info("sandbox restored", "sandbox", id, "snapshot", sn.ID, "instance", instance, "took", time.Since(t0))
+	return view, nil
+}
+
+// restoreInstance has level d make sandbox instance from snapshot sn, with spec.
+func (m *Manager) restoreInstance(ctx context.Context, d driver.Driver, instance string, spec api.Spec, sn store.Snapshot) (driver.Sandbox, error) {
+	blobs, err := m.blobs()
+	if err != nil {
+		return nil, err
+	}
+	r, ok := d.(driver.Restorer)
+	if !ok {
+		return nil, fmt.Errorf("isolation level %s cannot restore snapshots: %w", d.Name(), errdefs.ErrUnavailable)
+	}
+	corrupt := func(err error) error {
+		if errors.Is(err, snapshot.ErrCorrupt) {
+			return fmt.Errorf("snapshot %s cannot be restored, nothing was changed: %w", sn.ID, err)
+		}
+		return err
+	}
+	mem := ""
+	if sn.Memory != nil {
+		if mem, err = blobs.TempDir("restore-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(mem)
+		// The runtime reads the image itself: every file is checked first.
+		for name, digest := range sn.Memory {
+			if err := blobs.Verify(digest); err != nil {
+				return nil, corrupt(err)
+			}
+			if err := blobs.Link(digest, filepath.Join(mem, filepath.Base(name))); err != nil {
+				return nil, corrupt(err)
+			}
+		}
+	}
+	layer, err := blobs.OpenLayer(sn.LayerDigest)
+	if err != nil {
+		return nil, corrupt(err)
+	}
+	defer layer.Close()
+	sb, err := r.Restore(ctx, instance, spec, layer, mem)
+	if err != nil {
+		return nil, corrupt(err)
+	}
+	return sb, nil
+}
+
+// sameShape says whether a snapshot of a sandbox with spec from can be restored into one with spec
+// to: same level, runtime, root and user.
+func sameShape(from, to api.Spec) error {
+	for _, f := range []struct{ field, a, b string }{
+		{"isolation", from.Isolation, to.Isolation}, {"runtime", from.Runtime, to.Runtime},
+		{"template", from.Template, to.Template}, {"image", from.Image, to.Image},
+		{"rootfs", from.Rootfs, to.Rootfs}, {"user", from.User, to.User},
+	} {
+		if f.a != f.b {
+			return &errdefs.FieldError{Field: "snapshotId", Kind: errdefs.ErrConflict,
+				Message: fmt.Sprintf("the snapshot is of a sandbox with %s %q, this one has %q: a snapshot restores only into a sandbox of the same isolation, runtime, root and user", f.field, f.a, f.b)}
+		}
+	}
+	return nil
+}
+
+// fromSnapshot makes spec, a create's with fromSnapshot, the spec of the sandbox to restore: the
+// snapshot's shape (fields the create gave must equal it), its environment and metadata under
+// the create's, its network policy (without credentials) unless the create gives one.
+func (m *Manager) fromSnapshot(ctx context.Context, spec api.Spec) (api.Spec, store.Snapshot, error) {
+	sn, err := m.store.Snapshot(ctx, tenant.From(ctx), spec.FromSnapshot)
+	if err != nil {
+		return spec, sn, &errdefs.FieldError{Field: "fromSnapshot", Message: err.Error(), Kind: errdefs.ErrNotFound}
+	}
+	from := sn.Spec
+	same := func(field string, given, saved any, zero bool) error {
+		if zero || given == saved {
+			return nil
+		}
+		return errdefs.Invalid(field, "the snapshot's sandbox has %v; leave it out or give the same (got %v)", saved, given)
+	}
+	for _, err := range []error{
+		same("isolation", spec.Isolation, from.Isolation, spec.Isolation == ""),
+		same("runtime", spec.Runtime, from.Runtime, spec.Runtime == ""),
+		same("template", spec.Template, from.Template, spec.Template == ""),
+		same("image", spec.Image, from.Image, spec.Image == ""),
+		same("rootfs", spec.Rootfs, from.Rootfs, spec.Rootfs == ""),
+		same("user", spec.User, from.User, spec.User == ""),
+		same("workdir", spec.Workdir, from.Workdir, spec.Workdir == ""),
+		same("resources", spec.Resources, from.Resources, spec.Resources == api.Resources{}),
+	} {
+		if err != nil {
+			return spec, sn, err
+		}
+	}
+	if len(spec.Filesystem.ReadOnly)+len(spec.Filesystem.ReadWrite)+len(spec.Filesystem.Blocked) > 0 {
+		return spec, sn, errdefs.Invalid("filesystem", "a sandbox from a snapshot has the snapshot's sandbox's mounts; leave filesystem out")
+	}
+	out := from
+	out.Name, out.AgentID, out.Timeout, out.FromSnapshot = spec.Name, spec.AgentID, spec.Timeout, spec.FromSnapshot
+	out.Environment = maps.Clone(from.Environment)
+	if out.Environment == nil && len(spec.Environment) > 0 {
+		out.Environment = map[string]string{}
+	}
+	maps.Copy(out.Environment, spec.Environment)
+	out.Metadata = maps.Clone(from.Metadata)
+	if out.Metadata == nil && len(spec.Metadata) > 0 {
+		out.Metadata = map[string]string{}
+	}
+	maps.Copy(out.Metadata, spec.Metadata)
+	if spec.Network.EgressPolicy != "" {
+		out.Network = spec.Network
+	}
+	return out, sn, nil
+}
+
+// Fork snapshots sandbox id and starts req.Count new sandboxes from the snapshot, at once. They
+// get the sandbox's network policy, credentials included. If one cannot be made, those made are
+// terminated and the error returned; the snapshot stays.
+func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Fork, error) {
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Count < 1 || req.Count > maxForks {
+		return api.Fork{}, errdefs.Invalid("count", "between 1 and %d (got %d)", maxForks, req.Count)
+	}
+	if len(req.Name) > maxSnapshotName {
+		return api.Fork{}, errdefs.Invalid("name", "at most %d characters", maxSnapshotName)
+	}
+	b, err := m.live(ctx, id, "fork")
+	if err != nil {
+		return api.Fork{}, err
+	}
+	sn, err := m.takeSnapshot(ctx, b, "fork of "+id, fmt.Sprintf("taken to fork %d sandbox(es)", req.Count))
+	if err != nil {
+		return api.Fork{}, err
+	}
+	b.mu.Lock()
+	network := b.spec.Network
+	b.mu.Unlock()
+	out := api.Fork{Snapshot: snapshotView(sn), Sandboxes: make([]api.Sandbox, req.Count)}
+	errs := make([]error, req.Count)
+	var wg sync.WaitGroup
+	for i := range req.Count {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spec := api.Spec{FromSnapshot: sn.ID, Network: network}
+			if req.Name != "" {
+				spec.Name = fmt.Sprintf("%s-%d", req.Name, i+1)
+			}
+			out.Sandboxes[i], errs[i] = m.Create(ctx, spec)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for i, sb := range out.Sandboxes {
+			if errs[i] == nil {
+				m.Terminate(context.WithoutCancel(ctx), sb.ID)
+			}
+		}
+		return api.Fork{}, fmt.Errorf("fork sandbox %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// levelHas reports whether isolation level name lists feature.
+func (m *Manager) levelHas(name, feature string) bool {
+	d, err := m.drivers.Lookup(name)
+	return err == nil && slices.Contains(d.Capabilities().Features, feature)
+}
+
+// withoutCredentials is spec without its network credentials: their values are secrets that
+// never go into a snapshot.
+func withoutCredentials(spec api.Spec) api.Spec {
+	spec.Network.Credentials = nil
+	return spec
+}
+
+func snapshotView(sn store.Snapshot) api.Snapshot {
+	return api.Snapshot{
+		ID: sn.ID, SandboxID: sn.SandboxID, Name: sn.Name, Description: sn.Description,
+		Isolation: sn.Spec.Isolation, Runtime: sn.Spec.Runtime,
+		SizeMB:     math.Round(float64(sn.LayerSize+sn.MemorySize)/(1<<20)*100) / 100,
+		LayerBytes: sn.LayerBytes, Memory: sn.Memory != nil, Digest: sn.LayerDigest, CreatedAt: sn.CreatedAt,
+	}
+}
+
+// restoresOf is how many restores a sandbox with level instance id instance has had.
+func restoresOf(id, instance string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(instance, id+"-r"))
+	if err != nil {
+		return 0
+	}
+	return n
+}
