@@ -21,7 +21,8 @@ type Snapshot struct {
 	// same level, runtime, image, rootfs, template and user.
 	Isolation string `json:"isolation"`
 	Runtime   string `json:"runtime,omitempty"`
-	// SizeMB is what the snapshot takes on disk (compressed layer plus memory image), in MiB.
+	// SizeMB is what the snapshot takes on disk (compressed layer plus memory image), in MiB,
+	// rounded up to 0.01.
 	SizeMB float64 `json:"sizeMb"`
 	// LayerBytes is the writable layer's size before compression.
 	LayerBytes int64 `json:"layerBytes"`

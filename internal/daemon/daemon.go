@@ -68,7 +68,8 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	// One image store for the levels (image: on create) and the image API.
 	images, imagesErr := levels.Images(cfg, log)
 	drivers := levels.Registry(cfg, network, images, log)
-	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant}, drivers, d.store, log.With("component", "manager"))
+	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant,
+		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots")}, drivers, d.store, log.With("component", "manager"))
 	network.SetSink(d.m.NetworkEvent)
 	if err := d.m.Recover(ctx); err != nil {
 		return nil, err

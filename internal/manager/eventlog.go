@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 )
 
@@ -85,4 +87,15 @@ func (l *eventLog) flush() {
 		}
 		buf = buf[n:]
 	}
+}
+
+// recordEvent puts an event of sandbox b, owned by tenant ten, in its logs and in the store for
+// the events API.
+func (m *Manager) recordEvent(b *box, ten string, e api.Event) {
+	e.ID, e.SandboxID = sandbox.NewID("evt_"), b.id
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	b.logs.add(api.LogEntry{Stream: api.StreamEvent, Event: &e})
+	m.events.add(store.TenantEvent{Tenant: ten, Event: e})
 }

@@ -585,10 +585,8 @@ func (m *Manager) claim(ctx context.Context, p *pool, b *box, ten string, spec a
 	b.lastActive, b.updatedAt = time.Now(), now
 	view := b.viewLocked()
 	b.mu.Unlock()
-	e := api.Event{ID: sandbox.NewID("evt_"), Type: api.EventSandboxClaimed, Time: now, SandboxID: b.id,
-		Message: "claimed from warm pool " + p.def.Name, Data: map[string]any{"pool": p.def.Name, "warmedAt": warmedAt}}
-	b.logs.add(api.LogEntry{Stream: api.StreamEvent, Event: &e})
-	m.events.add(store.TenantEvent{Tenant: ten, Event: e})
+	m.recordEvent(b, ten, api.Event{Type: api.EventSandboxClaimed, Time: now,
+		Message: "claimed from warm pool " + p.def.Name, Data: map[string]any{"pool": p.def.Name, "warmedAt": warmedAt}})
 	return view, nil
 }
 

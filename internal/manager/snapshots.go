@@ -45,6 +45,9 @@ func (m *Manager) blobs() (*snapshot.Store, error) {
 	return m.snaps, nil
 }
 
+// SnapshotsAvailable reports whether the daemon has a snapshot store.
+func (m *Manager) SnapshotsAvailable() bool { return m.snaps != nil }
+
 // Snapshot saves sandbox id's state (SPEC §6). The sandbox goes on as it was (a paused one stays
 // paused); it stands still only while its layer is read.
 func (m *Manager) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
@@ -131,8 +134,8 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string) (
 	if err := m.store.PutSnapshot(context.WithoutCancel(ctx), sn); err != nil {
 		return store.Snapshot{}, err
 	}
-	b.logs.event(b.id, "", api.EventSandboxSnapshot, "snapshot "+sn.ID, map[string]any{
-		"snapshotId": sn.ID, "name": sn.Name, "memory": memory, "sizeMb": snapshotView(sn).SizeMB})
+	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxSnapshot, Message: "snapshot " + sn.ID, Data: map[string]any{
+		"snapshotId": sn.ID, "name": sn.Name, "memory": memory, "sizeMb": snapshotView(sn).SizeMB}})
 	m.log.Info("snapshot taken", "sandbox", b.id, "snapshot", sn.ID, "layerBytes", sn.LayerBytes,
 		"storedBytes", sn.LayerSize+sn.MemorySize, "memory", memory, "took", time.Since(t0))
 	return sn, nil
@@ -256,7 +259,8 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 		}
 	}
 	b.lastActive = time.Now()
-	b.logs.event(id, "", api.EventSandboxRestored, "restored from "+sn.ID, map[string]any{"snapshotId": sn.ID, "memory": sn.Memory != nil})
+	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxRestored, Message: "restored from " + sn.ID,
+		Data: map[string]any{"snapshotId": sn.ID, "memory": sn.Memory != nil}})
 	view := b.viewLocked()
 	b.mu.Unlock()
 	m.watchIfWatcher(b, sb)
@@ -444,7 +448,7 @@ func snapshotView(sn store.Snapshot) api.Snapshot {
 	return api.Snapshot{
 		ID: sn.ID, SandboxID: sn.SandboxID, Name: sn.Name, Description: sn.Description,
 		Isolation: sn.Spec.Isolation, Runtime: sn.Spec.Runtime,
-		SizeMB:     math.Round(float64(sn.LayerSize+sn.MemorySize)/(1<<20)*100) / 100,
+		SizeMB:     math.Ceil(float64(sn.LayerSize+sn.MemorySize)/(1<<20)*100) / 100, // 0.01 at least
 		LayerBytes: sn.LayerBytes, Memory: sn.Memory != nil, Digest: sn.LayerDigest, CreatedAt: sn.CreatedAt,
 	}
 }

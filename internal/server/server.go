@@ -137,9 +137,10 @@ func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	c := api.Capabilities{Version: s.cfg.Version, Features: map[string]bool{
 		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
-		"metrics": true, "pauseResume": true, "snapshots": false, "networkPolicy": true, "liveNetworkPolicy": true,
+		"metrics": true, "pauseResume": true, "snapshots": s.m.SnapshotsAvailable(), "networkPolicy": true, "liveNetworkPolicy": true,
 		"networkCredentials": true, "events": true, "webhooks": false,
 	}}
+	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory.
 	for _, dc := range s.drivers.Report() {
 		c.Levels = append(c.Levels, api.LevelCapability{Level: dc.Level, Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})
 	}
