@@ -47,10 +47,10 @@ func TestStoreDetectsCorruption(t *testing.T) {
 	p, _ := s.path(b.Digest)
 	orig, _ := os.ReadFile(p)
 	for name, mangle := range map[string]func([]byte) []byte{
-		"flipped bit": func(d []byte) []byte { d = bytes.Clone(d); d[len(d)/2] ^= 1; return d },
+		"flipped bit":  func(d []byte) []byte { d = bytes.Clone(d); d[len(d)/2] ^= 1; return d },
 		"flipped last": func(d []byte) []byte { d = bytes.Clone(d); d[len(d)-1] ^= 0x80; return d },
-		"cut":         func(d []byte) []byte { return d[:len(d)-10] },
-		"appended":    func(d []byte) []byte { return append(bytes.Clone(d), 0) },
+		"cut":          func(d []byte) []byte { return d[:len(d)-10] },
+		"appended":     func(d []byte) []byte { return append(bytes.Clone(d), 0) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			os.Chmod(p, 0o600)
