@@ -6,7 +6,7 @@ BIN      := bin/airlock
 # A static binary: no dynamic loader at every sandbox start, same binary on every host.
 export CGO_ENABLED := 0
 
-.PHONY: all deps build run demo test bench bench-daemon bench-network bench-container vet fmt clean
+.PHONY: all deps build run demo test bench bench-daemon bench-network bench-container bench-snapshot vet fmt clean
 
 all: build
 
@@ -45,9 +45,13 @@ bench: deps build
 	$(GO) run ./test/bench/daemon -airlock $(BIN)
 	$(GO) run ./test/bench/network
 	$(GO) run ./test/bench/container -airlock $(BIN)
+	$(GO) run ./test/bench/snapshot -airlock $(BIN)
 
 bench-container: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)
+
+bench-snapshot: deps build
+	$(GO) run ./test/bench/snapshot -n 10 -airlock $(BIN)
 
 bench-network: deps
 	$(GO) run ./test/bench/network

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http/httptest"
@@ -23,26 +26,82 @@ import (
 )
 
 // fakeLevel is a "process" level whose sandboxes are only records: enough for the manager to
-// fill pools and hand their sandboxes out, without root.
+// fill pools and hand their sandboxes out, and to snapshot and restore them, without root. A
+// sandbox's state is a few named texts, its files; a snapshot's layer is a tar of them.
 type fakeLevel struct {
-	mu   sync.Mutex // guards live
+	mu   sync.Mutex // guards live, noSnapshots and every sandbox's spec and files
 	live map[string]*fakeSandbox
+	// noSnapshots makes the sandboxes Create makes from now on ones that cannot be snapshotted,
+	// as those of a level without driver.Snapshotter.
+	noSnapshots bool
 }
 
-var _ driver.Driver = (*fakeLevel)(nil)
+var (
+	_ driver.Driver   = (*fakeLevel)(nil)
+	_ driver.Restorer = (*fakeLevel)(nil)
+)
 
 func (f *fakeLevel) Name() string { return sandbox.LevelProcess }
 
 func (f *fakeLevel) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Level: sandbox.LevelProcess, Available: true}
+	return driver.Capabilities{Level: sandbox.LevelProcess, Available: true, Features: []string{driver.FeatureSnapshotFilesystem}}
 }
 
 func (f *fakeLevel) Create(_ context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
-	sb := &fakeSandbox{level: f, id: id, spec: spec}
+	sb := &fakeSandbox{level: f, id: id, spec: spec, files: map[string]string{}}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.live[id] = sb
+	if f.noSnapshots {
+		return plainSandbox{sb}, nil
+	}
+	return sb, nil
+}
+
+// Restore makes sandbox id with the files of a layer fakeSandbox.Snapshot wrote. It reads the
+// layer to its end, where the snapshot store checks its digest, and fails with the reader's
+// error when there is one, as a level must.
+func (f *fakeLevel) Restore(_ context.Context, id string, spec sandbox.Spec, layer io.Reader, _ string) (driver.Sandbox, error) {
+	files, err := readFakeLayer(layer)
+	if err != nil {
+		return nil, err
+	}
+	sb := &fakeSandbox{level: f, id: id, spec: spec, files: files}
 	f.mu.Lock()
 	f.live[id] = sb
 	f.mu.Unlock()
 	return sb, nil
+}
+
+// fakeLayerDir is the top-level directory of a fake layer's entries.
+const fakeLayerDir = "files/"
+
+// readFakeLayer reads a fake layer's files, and the stream to its end.
+func readFakeLayer(r io.Reader) (map[string]string, error) {
+	files := map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err == nil && hdr.Typeflag == tar.TypeReg {
+			var b []byte
+			b, err = io.ReadAll(tr)
+			files[strings.TrimPrefix(hdr.Name, fakeLayerDir)] = string(b)
+		}
+		if err != nil {
+			// What the reader says (a corrupt snapshot) comes before what the tar made of it.
+			if _, rerr := io.Copy(io.Discard, r); rerr != nil {
+				return nil, rerr
+			}
+			return nil, fmt.Errorf("fake layer: %w", err)
+		}
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return nil, err
+	}
+	return files, nil
 }
 
 // liveIDs returns the sandboxes created and not destroyed, sorted.
@@ -60,25 +119,64 @@ func (f *fakeLevel) liveIDs() []string {
 type fakeSandbox struct {
 	level *fakeLevel
 	id    string
-	spec  sandbox.Spec // guarded by level.mu
+	spec  sandbox.Spec      // guarded by level.mu
+	files map[string]string // guarded by level.mu
 }
 
 var (
-	_ driver.Sandbox = (*fakeSandbox)(nil)
-	_ driver.Claimer = (*fakeSandbox)(nil)
+	_ driver.Sandbox     = (*fakeSandbox)(nil)
+	_ driver.Claimer     = (*fakeSandbox)(nil)
+	_ driver.Snapshotter = (*fakeSandbox)(nil)
 )
 
 func (s *fakeSandbox) ID() string { return s.id }
 
-// Exec prints the sandbox's environment as K=V lines, sorted.
-func (s *fakeSandbox) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+// Exec prints the sandbox's environment as K=V lines, sorted. Two commands (the last word of
+// the command line, e.g. sh -c's script) act on its files instead: "put NAME TEXT" writes one,
+// "files" prints them as NAME=TEXT lines, sorted.
+func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	s.level.mu.Lock()
 	defer s.level.mu.Unlock()
+	var script []string
+	if len(req.Command) > 0 {
+		script = strings.Fields(req.Command[len(req.Command)-1])
+	}
+	kv := s.spec.Environment
+	switch {
+	case len(script) == 3 && script[0] == "put":
+		s.files[script[1]] = script[2]
+		return sandbox.ExecResult{}, nil
+	case len(script) == 1 && script[0] == "files":
+		kv = s.files
+	}
 	var out strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(s.spec.Environment)) {
-		out.WriteString(k + "=" + s.spec.Environment[k] + "\n")
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		out.WriteString(k + "=" + kv[k] + "\n")
 	}
 	return sandbox.ExecResult{Stdout: out.String()}, nil
+}
+
+// Snapshot writes the sandbox's files as a tar under fakeLayerDir, in name order and with fixed
+// times, so that equal files make equal layers.
+func (s *fakeSandbox) Snapshot(_ context.Context, layer io.Writer, _ string) (bool, error) {
+	s.level.mu.Lock()
+	files := maps.Clone(s.files)
+	s.level.mu.Unlock()
+	tw := tar.NewWriter(layer)
+	epoch := time.Unix(0, 0)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: fakeLayerDir, Mode: 0o755, ModTime: epoch}); err != nil {
+		return false, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: fakeLayerDir + name, Mode: 0o644, Size: int64(len(files[name])), ModTime: epoch}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return false, err
+		}
+		if _, err := io.WriteString(tw, files[name]); err != nil {
+			return false, err
+		}
+	}
+	return false, tw.Close()
 }
 
 func (s *fakeSandbox) Destroy(context.Context) error {
@@ -94,6 +192,10 @@ func (s *fakeSandbox) Claim(_ context.Context, spec sandbox.Spec) error {
 	s.level.mu.Unlock()
 	return nil
 }
+
+// plainSandbox is a fake sandbox with only the methods of driver.Sandbox: one of a level that
+// cannot snapshot.
+type plainSandbox struct{ driver.Sandbox }
 
 // poolAPI serves the API over a manager with the fake level and the configuration pools, and
 // returns its URL, a key and the level.
@@ -113,7 +215,7 @@ func poolAPI(t *testing.T, configured ...api.Pool) (url, key string, level *fake
 	drivers := driver.NewRegistry()
 	drivers.Register(level)
 	log := slog.New(slog.DiscardHandler)
-	m := manager.New(manager.Config{}, drivers, st, log)
+	m := manager.New(manager.Config{SnapshotDir: filepath.Join(t.TempDir(), "snapshots")}, drivers, st, log)
 	t.Cleanup(m.Close)
 	if err := m.StartPools(ctx, configured); err != nil {
 		t.Fatal(err)
