@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -246,6 +247,13 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 		host = hf.HostFacts()
 	}
 	b.mu.Lock()
+	if !sandbox.Live(b.status) || b.sb == nil {
+		// It ended meanwhile (a timeout, a terminate): the new instance has no sandbox to join.
+		st := b.status
+		b.mu.Unlock()
+		sb.Destroy(sctx)
+		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "restore"}
+	}
 	if err := m.store.Restored(sctx, id, instance, next, host); err != nil {
 		b.mu.Unlock()
 		sb.Destroy(sctx)
@@ -353,8 +361,15 @@ func (m *Manager) fromSnapshot(ctx context.Context, spec api.Spec) (api.Spec, st
 		same("image", spec.Image, from.Image, spec.Image == ""),
 		same("rootfs", spec.Rootfs, from.Rootfs, spec.Rootfs == ""),
 		same("user", spec.User, from.User, spec.User == ""),
-		same("workdir", spec.Workdir, from.Workdir, spec.Workdir == ""),
-		same("resources", spec.Resources, from.Resources, spec.Resources == api.Resources{}),
+		same("workdir", path.Clean(spec.Workdir), from.Workdir, spec.Workdir == ""),
+		// Resources given are compared one by one: a zero one is its default, which the
+		// snapshot's sandbox has filled in.
+		same("resources.cpu", spec.Resources.CPU, from.Resources.CPU, spec.Resources.CPU == 0),
+		same("resources.memoryMb", spec.Resources.MemoryMB, from.Resources.MemoryMB, spec.Resources.MemoryMB == 0),
+		same("resources.diskMb", spec.Resources.DiskMB, from.Resources.DiskMB, spec.Resources.DiskMB == 0),
+		same("resources.networkMbps", spec.Resources.NetworkMbps, from.Resources.NetworkMbps, spec.Resources.NetworkMbps == 0),
+		same("resources.maxProcesses", spec.Resources.MaxProcesses, from.Resources.MaxProcesses, spec.Resources.MaxProcesses == 0),
+		same("resources.maxOpenFiles", spec.Resources.MaxOpenFiles, from.Resources.MaxOpenFiles, spec.Resources.MaxOpenFiles == 0),
 	} {
 		if err != nil {
 			return spec, sn, err

@@ -126,7 +126,10 @@ func (s *Store) commit(f *os.File, d string) error {
 		return err
 	}
 	if _, err := os.Stat(dst); err == nil {
-		return nil
+		if s.Verify(d) == nil {
+			return nil // stored already
+		}
+		os.Chmod(dst, 0o600) // damaged on disk: the new copy replaces it
 	}
 	if err := os.Chmod(f.Name(), 0o400); err != nil {
 		return err

@@ -65,6 +65,14 @@ func TestStoreDetectsCorruption(t *testing.T) {
 			}
 		})
 	}
+	// Saving the same content again mends a damaged blob rather than trusting it.
+	if err := os.WriteFile(p, orig[:10], 0o400); err != nil {
+		t.Fatal(err)
+	}
+	put()
+	if got, err := read(); err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("read after the content was saved again: %d bytes, %v", len(got), err)
+	}
 	os.Remove(p)
 	if _, err := read(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a missing blob: %v, want ErrCorrupt", err)

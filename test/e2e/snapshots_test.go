@@ -117,7 +117,7 @@ func TestSnapshots(t *testing.T) {
 	if got := sh(c, fromSnap, "cat /workspace/f; echo $STAGE $EXTRA"); got != "v1\none yes" {
 		t.Errorf("sandbox from the snapshot: %q", got)
 	}
-	if _, err := c.Create(ctx, api.Spec{FromSnapshot: snapID, Resources: api.Resources{MemoryMB: 1024}}); clientErr(t, err).Field != "resources" {
+	if _, err := c.Create(ctx, api.Spec{FromSnapshot: snapID, Resources: api.Resources{MemoryMB: 1024}}); clientErr(t, err).Field != "resources.memoryMb" {
 		t.Errorf("create from a snapshot with other resources: %v", err)
 	}
 	if _, err := c.Create(ctx, api.Spec{FromSnapshot: "snap_nope"}); !errors.Is(err, client.ErrNotFound) {

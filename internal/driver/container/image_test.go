@@ -1,6 +1,7 @@
 package container_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -180,6 +181,23 @@ func TestImage(t *testing.T) {
 			}
 			expectOut(t, drivertest.Exec(t, rootSb, 10*time.Second,
 				"chmod 700 /workspace && rm -rf /workspace/* && mkdir /workspace/d && echo y > /workspace/d/f && cat /workspace/d/f"), "y\n")
+
+			// A snapshot of the changed sandbox restores over the same image: the overlay's
+			// copies up and whiteouts (a removed image file stays removed) come back.
+			var layer bytes.Buffer
+			if _, err := rootSb.(driver.Snapshotter).Snapshot(context.Background(), &layer, ""); err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
+			restored, err := h.Restore(t, sandbox.Spec{Image: ref, User: sandbox.UserRoot}, &layer, "")
+			if err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			want := "y\n/bin/false\nno x\n"
+			if l.cow {
+				want = "y\ngone\nx\n"
+			}
+			expectOut(t, drivertest.Exec(t, restored, 10*time.Second,
+				"cat /workspace/d/f; ls /bin/false 2>/dev/null || echo gone; cat /bin/x 2>/dev/null || echo no x"), want)
 		})
 	}
 	if after := treeState(t, layers); !slices.Equal(before, after) {
