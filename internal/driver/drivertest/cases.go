@@ -355,8 +355,11 @@ func testMemoryBomb(t *testing.T, h *Harness) {
 	}
 	// Peak memory is the command's peak resident set (rusage), which also counts resident pages of
 	// files it mapped (python's libraries) that the memory cgroup charged to someone else: it can
-	// pass the limit by those few MiB.
-	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, 160)
+	// pass the limit by those few MiB. Under gVisor the kill is airlock's own and asynchronous
+	// (a cgroup threshold event, then init kills the largest process), so the bomb can get a few
+	// tens of MiB further first (163 MiB seen once in many runs); the runtime's cgroup, with its
+	// headroom, still caps the sandbox.
+	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, 192)
 	// The sandbox survives its bomb, uses its memory again, and a second bomb ends the same way.
 	expect(t, Exec(t, sb, 10*time.Second, "echo alive"), 0, "alive")
 	expect(t, Exec(t, sb, 30*time.Second, `python3 -c 'b = bytearray(64 << 20); print("allocated")'`), 0, "allocated")
