@@ -90,35 +90,14 @@ func writePoolTable(w io.Writer, ps []api.PoolStatus) {
 }
 
 func poolInspect(e *env, args []string) int {
-	r := newRemote(e, "pool inspect", "NAME")
-	name, code := r.oneArg(args, "pool name")
-	if code >= 0 {
-		return code
-	}
-	ctx, stop := interruptible()
-	defer stop()
-	p, err := r.c.Pool(ctx, name)
-	if err != nil {
-		return r.fail(err, nil)
-	}
-	printJSON(e.stdout, p)
-	return 0
+	return inspect(e, "pool inspect", "NAME", "pool name", args, func(c *client.Client, ctx context.Context, name string) (any, error) {
+		return c.Pool(ctx, name)
+	})
 }
 
 func poolRm(e *env, args []string) int {
-	r := newRemote(e, "pool rm", "[--json] NAME...")
-	asJSON := r.fs.Bool("json", false, "print each removed pool's last status as JSON instead of its name")
-	names, code := r.parse(args, true)
-	if code >= 0 {
-		return code
-	}
-	if len(names) == 0 {
-		return r.usageError("want at least one pool name")
-	}
-	if code := r.dial(); code >= 0 {
-		return code
-	}
-	return r.each(names, *asJSON, func(ctx context.Context, name string) (any, error) { return r.c.DeletePool(ctx, name) })
+	return remove(e, "pool rm", "[--json] NAME...", "pool name", "print each removed pool's last status as JSON instead of its name", args,
+		func(c *client.Client, ctx context.Context, name string) (any, error) { return c.DeletePool(ctx, name) })
 }
 
 // poolPut is `airlock pool put NAME --size N [create's shape flags]`: make or replace a pool.

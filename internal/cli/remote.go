@@ -260,3 +260,38 @@ func (r *remote) each(ids []string, asJSON bool, op func(ctx context.Context, id
 	}
 	return code
 }
+
+// inspect is a verb `airlock NAME ARG` that prints one object, got by get, as JSON.
+func inspect(e *env, name, usage, what string, args []string, get func(c *client.Client, ctx context.Context, arg string) (any, error)) int {
+	r := newRemote(e, name, usage)
+	arg, code := r.oneArg(args, what)
+	if code >= 0 {
+		return code
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	v, err := get(r.c, ctx, arg)
+	if err != nil {
+		return r.fail(err, nil)
+	}
+	printJSON(e.stdout, v)
+	return 0
+}
+
+// remove is a verb `airlock NAME [--json] ARG...` that deletes each argument with del and prints
+// its name, or what del returned as JSON; it goes on after a failure and exits with the worst.
+func remove(e *env, name, usage, what, jsonHelp string, args []string, del func(c *client.Client, ctx context.Context, arg string) (any, error)) int {
+	r := newRemote(e, name, usage)
+	asJSON := r.fs.Bool("json", false, jsonHelp)
+	names, code := r.parse(args, true)
+	if code >= 0 {
+		return code
+	}
+	if len(names) == 0 {
+		return r.usageError("want at least one %s", what)
+	}
+	if code := r.dial(); code >= 0 {
+		return code
+	}
+	return r.each(names, *asJSON, func(ctx context.Context, arg string) (any, error) { return del(r.c, ctx, arg) })
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/client"
 )
 
 // snapshotsCmd is `airlock snapshots ls|inspect|rm`: the tenant's snapshots, those of ended
@@ -85,33 +86,12 @@ func levelText(isolation, runtime string) string {
 }
 
 func snapshotsInspect(e *env, args []string) int {
-	r := newRemote(e, "snapshots inspect", "SNAPSHOT_ID")
-	id, code := r.oneArg(args, "snapshot ID")
-	if code >= 0 {
-		return code
-	}
-	ctx, stop := interruptible()
-	defer stop()
-	snap, err := r.c.GetSnapshot(ctx, id)
-	if err != nil {
-		return r.fail(err, nil)
-	}
-	printJSON(e.stdout, snap)
-	return 0
+	return inspect(e, "snapshots inspect", "SNAPSHOT_ID", "snapshot ID", args, func(c *client.Client, ctx context.Context, id string) (any, error) {
+		return c.GetSnapshot(ctx, id)
+	})
 }
 
 func snapshotsRm(e *env, args []string) int {
-	r := newRemote(e, "snapshots rm", "[--json] SNAPSHOT_ID...")
-	asJSON := r.fs.Bool("json", false, "print each deleted snapshot as JSON instead of its ID")
-	ids, code := r.parse(args, true)
-	if code >= 0 {
-		return code
-	}
-	if len(ids) == 0 {
-		return r.usageError("want at least one snapshot ID")
-	}
-	if code := r.dial(); code >= 0 {
-		return code
-	}
-	return r.each(ids, *asJSON, func(ctx context.Context, id string) (any, error) { return r.c.DeleteSnapshot(ctx, id) })
+	return remove(e, "snapshots rm", "[--json] SNAPSHOT_ID...", "snapshot ID", "print each deleted snapshot as JSON instead of its ID", args,
+		func(c *client.Client, ctx context.Context, id string) (any, error) { return c.DeleteSnapshot(ctx, id) })
 }

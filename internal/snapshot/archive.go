@@ -240,7 +240,8 @@ type ExtractOptions struct {
 }
 
 // ExtractLayer extracts a stream WriteLayer wrote into dir, a fresh layer, and returns the bytes
-// of file content it wrote. The stream is treated as hostile: every path goes through an os.Root
+// of file content it wrote. It reads r to its end, so that an error a reader gives only there (a
+// Store's digest check) fails the extraction. The stream is treated as hostile: every path goes through an os.Root
 // (nothing is created or followed outside dir), only the layout's top-level entries are accepted,
 // owners must be sandbox ids, and no device but a whiteout is made. Any error leaves dir to be
 // thrown away with the sandbox being made.
@@ -336,6 +337,10 @@ func ExtractLayer(r io.Reader, dir string, o ExtractOptions) (int64, error) {
 		if err := meta(root, p, hdr, o.HostID); err != nil {
 			return n, err
 		}
+	}
+	// To the end of the stream, past the tar's own: a Store's reader checks the digest there.
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return n, err
 	}
 	// Directory times last: creating entries in a directory changes its mtime.
 	for _, hdr := range slices.Backward(dirs) {

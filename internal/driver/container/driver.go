@@ -311,10 +311,6 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	if seed != nil {
 		b.seed = func(layer string) error {
 			_, err := snapshot.ExtractLayer(seed, layer, snapshot.ExtractOptions{Layout: LayerLayout, HostID: rt.hostID, HostOwned: true})
-			// To the end whatever the extraction did: the snapshot's digest is checked there.
-			if _, derr := io.Copy(io.Discard, seed); derr != nil {
-				return derr
-			}
 			return err
 		}
 	}
