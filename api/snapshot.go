@@ -6,6 +6,11 @@ import "time"
 type SnapshotRequest struct {
 	Name        string `json:"name,omitempty"`        // up to 128 characters; default: the snapshot's id
 	Description string `json:"description,omitempty"` // up to 1024 characters
+	// Memory says whether to save running processes and their memory: absent means wherever the
+	// sandbox's level and runtime can (container level under runsc); true requires it (400 where
+	// they cannot); false saves files only. A snapshot with memory is taken between execs and of
+	// a running sandbox: one while an exec runs, or of a paused sandbox, is refused (409).
+	Memory *bool `json:"memory,omitempty"`
 }
 
 // Snapshot is a sandbox's saved state: its writable layer (compressed, content-addressed, checked
@@ -45,6 +50,9 @@ type ForkRequest struct {
 	Count int `json:"count,omitempty"` // 1 to 64 (default 1)
 	// Name is the new sandboxes' name prefix; the i-th is "<name>-<i>" (default: no name).
 	Name string `json:"name,omitempty"`
+	// Memory is the snapshot's (SnapshotRequest.Memory): with it, the forks' processes run on
+	// from where the parent's were.
+	Memory *bool `json:"memory,omitempty"`
 }
 
 // Fork is the answer to a fork: the snapshot it took (kept until deleted) and the new sandboxes.

@@ -41,6 +41,30 @@ func (f mibFlag) Set(v string) error {
 
 func parseMiB(v string) (int64, error) { return sandbox.ParseMiB(v) }
 
+// optionalBool is a boolean flag that may be left unset (nil): --memory, --memory=false.
+type optionalBool struct{ b **bool }
+
+func (f optionalBool) IsBoolFlag() bool { return true }
+
+func (f optionalBool) String() string {
+	if f.b == nil || *f.b == nil {
+		return ""
+	}
+	return strconv.FormatBool(**f.b)
+}
+
+func (f optionalBool) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*f.b = &b
+	return nil
+}
+
+// memoryUsage is the help of snapshot's and fork's --memory.
+const memoryUsage = "save running processes and their memory (default: where the sandbox's level and runtime can; --memory=false: files only)"
+
 // durationFlag takes a Go duration (30s, 2m) or a number of seconds.
 type durationFlag struct{ d *time.Duration }
 

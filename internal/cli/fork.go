@@ -8,16 +8,17 @@ import (
 )
 
 // forkFlags names fork's flags behind the request's fields.
-var forkFlags = map[string]string{"count": "--count", "name": "--name"}
+var forkFlags = map[string]string{"count": "--count", "name": "--name", "memory": "--memory"}
 
 // forkCmd is `airlock fork ID`: snapshot a sandbox and start sandboxes from the snapshot. Their
 // IDs go to stdout, one a line, for scripts; the snapshot's, which stays until it is deleted, to
 // stderr, where `keys create` and `pull` report what they did too.
 func forkCmd(e *env, args []string) int {
-	r := newRemote(e, "fork", "[--count N] [--name PREFIX] [--json] ID")
+	r := newRemote(e, "fork", "[--count N] [--name PREFIX] [--memory[=false]] [--json] ID")
 	var req api.ForkRequest
 	r.fs.IntVar(&req.Count, "count", 0, "how many sandboxes to start (default 1)")
 	r.fs.StringVar(&req.Name, "name", "", "the new sandboxes' name prefix: PREFIX-1, PREFIX-2, ... (default no name)")
+	r.fs.Var(optionalBool{&req.Memory}, "memory", memoryUsage)
 	asJSON := r.fs.Bool("json", false, "print the snapshot and the sandboxes as JSON")
 	pos, code := r.parse(args, true)
 	if code >= 0 {

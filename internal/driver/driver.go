@@ -129,6 +129,9 @@ type Snapshotter interface {
 	// also writes their memory and state into the directory mem, taken at the same instant as the
 	// layer, and says so.
 	Snapshot(ctx context.Context, layer io.Writer, mem string) (memory bool, err error)
+	// SavesMemory reports whether Snapshot saves this sandbox's processes when given mem (its
+	// level lists FeatureSnapshotMemory, and its runtime can).
+	SavesMemory() bool
 }
 
 // Restorer is a level that can start a sandbox from a snapshot: Create, with the writable layer

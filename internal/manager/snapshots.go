@@ -16,7 +16,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,15 +61,15 @@ func (m *Manager) Snapshot(ctx context.Context, id string, req api.SnapshotReque
 	if err != nil {
 		return api.Snapshot{}, err
 	}
-	sn, err := m.takeSnapshot(ctx, b, req.Name, req.Description)
+	sn, err := m.takeSnapshot(ctx, b, req.Name, req.Description, req.Memory)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
 	return snapshotView(sn), nil
 }
 
-// takeSnapshot saves b and records the snapshot.
-func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string) (store.Snapshot, error) {
+// takeSnapshot saves b and records the snapshot; memory is SnapshotRequest.Memory.
+func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, memory *bool) (store.Snapshot, error) {
 	blobs, err := m.blobs()
 	if err != nil {
 		return store.Snapshot{}, err
@@ -90,18 +89,26 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string) (
 	if !ok {
 		return store.Snapshot{}, fmt.Errorf("isolation level %s cannot snapshot sandboxes: %w", spec.Isolation, errdefs.ErrUnavailable)
 	}
+	saves := snapper.SavesMemory()
+	if memory != nil && *memory && !saves {
+		what := spec.Isolation
+		if spec.Runtime != "" {
+			what += " level under " + spec.Runtime
+		}
+		return store.Snapshot{}, errdefs.Invalid("memory", "sandbox %s (%s) saves files only; ask for memory: false, or see capabilities' snapshot:memory", b.id, what)
+	}
 	mem := ""
-	if m.levelHas(spec.Isolation, driver.FeatureSnapshotMemory) {
+	if saves && (memory == nil || *memory) {
 		if mem, err = blobs.TempDir("memory-"); err != nil {
 			return store.Snapshot{}, err
 		}
 		defer os.RemoveAll(mem)
 	}
 	t0 := time.Now()
-	var memory bool
+	var saved bool
 	layer, err := blobs.PutLayer(func(w io.Writer) error {
 		var err error
-		memory, err = snapper.Snapshot(ctx, w, mem)
+		saved, err = snapper.Snapshot(ctx, w, mem)
 		return err
 	})
 	if err != nil {
@@ -115,7 +122,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string) (
 	if sn.Name == "" {
 		sn.Name = sn.ID
 	}
-	if memory {
+	if saved {
 		sn.Memory = map[string]string{}
 		ents, err := os.ReadDir(mem)
 		if err != nil {
@@ -136,9 +143,9 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string) (
 		return store.Snapshot{}, err
 	}
 	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxSnapshot, Message: "snapshot " + sn.ID, Data: map[string]any{
-		"snapshotId": sn.ID, "name": sn.Name, "memory": memory, "sizeMb": snapshotView(sn).SizeMB}})
+		"snapshotId": sn.ID, "name": sn.Name, "memory": saved, "sizeMb": snapshotView(sn).SizeMB}})
 	m.log.Info("snapshot taken", "sandbox", b.id, "snapshot", sn.ID, "layerBytes", sn.LayerBytes,
-		"storedBytes", sn.LayerSize+sn.MemorySize, "memory", memory, "took", time.Since(t0))
+		"storedBytes", sn.LayerSize+sn.MemorySize, "memory", saved, "took", time.Since(t0))
 	return sn, nil
 }
 
@@ -413,7 +420,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 	if err != nil {
 		return api.Fork{}, err
 	}
-	sn, err := m.takeSnapshot(ctx, b, "fork of "+id, fmt.Sprintf("taken to fork %d sandbox(es)", req.Count))
+	sn, err := m.takeSnapshot(ctx, b, "fork of "+id, fmt.Sprintf("taken to fork %d sandbox(es)", req.Count), req.Memory)
 	if err != nil {
 		return api.Fork{}, err
 	}
@@ -444,12 +451,6 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 		return api.Fork{}, fmt.Errorf("fork sandbox %s: %w", id, err)
 	}
 	return out, nil
-}
-
-// levelHas reports whether isolation level name lists feature.
-func (m *Manager) levelHas(name, feature string) bool {
-	d, err := m.drivers.Lookup(name)
-	return err == nil && slices.Contains(d.Capabilities().Features, feature)
 }
 
 // withoutCredentials is spec without its network credentials: their values are secrets that

@@ -158,6 +158,8 @@ func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.
 
 // Snapshot writes the sandbox's files as a tar under fakeLayerDir, in name order and with fixed
 // times, so that equal files make equal layers.
+func (s *fakeSandbox) SavesMemory() bool { return false }
+
 func (s *fakeSandbox) Snapshot(_ context.Context, layer io.Writer, _ string) (bool, error) {
 	s.level.mu.Lock()
 	files := maps.Clone(s.files)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,6 +198,10 @@ func (d *Driver) probe() driver.Capabilities {
 		}
 	}
 	c.Features = append(c.Features, "oci", "limits:cpu,memory,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem)
+	if d.runtimes[sandbox.RuntimeRunsc].path != "" {
+		// gVisor's checkpoint saves the sandbox's kernel; runc's processes are the host's.
+		c.Features = append(c.Features, driver.FeatureSnapshotMemory)
+	}
 	return c
 }
 
@@ -241,18 +246,22 @@ func (d *Driver) runtime(spec sandbox.Spec) (*runtime, error) {
 
 // Create implements driver.Driver.
 func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
-	return d.create(ctx, id, spec, nil)
+	return d.create(ctx, id, spec, nil, "")
 }
 
 // create makes a sandbox whose writable layer starts as seed's (a snapshot's tar stream), or
-// empty when seed is nil.
-func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed io.Reader) (driver.Sandbox, error) {
+// empty when seed is nil; with image (runsc only), its kernel is restored from the memory image
+// in that directory.
+func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed io.Reader, image string) (driver.Sandbox, error) {
 	if !d.caps.Available {
 		return nil, fmt.Errorf("container level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
 	rt, err := d.runtime(spec)
 	if err != nil {
 		return nil, err
+	}
+	if image != "" && rt.name != sandbox.RuntimeRunsc {
+		return nil, errdefs.Invalid("runtime", "only runsc restores memory images")
 	}
 	networked := spec.Network.EgressPolicy != sandbox.EgressNone
 	if networked && d.cfg.Network == nil {
@@ -278,7 +287,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 			lowers = append(lowers, layers[i])
 		}
 	}
-	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id))
+	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id), rt.name == sandbox.RuntimeRunsc)
 	teardown := func(ctx context.Context) error {
 		err := rt.delete(ctx, id)
 		if uerr := unmountAll(b.dir); uerr != nil && err == nil {
@@ -332,6 +341,12 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, pids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
 	}
+	var control *net.UnixListener
+	if b.control != "" {
+		if control, err = listenControl(b, rt.hostID(process.InitUID)); err != nil {
+			return fail(fmt.Errorf("control socket: %v: %w", err, errdefs.ErrSetup))
+		}
+	}
 	var gw *egress.Gateway
 	if networked {
 		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
@@ -341,8 +356,10 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	cg := d.cgroups.Open(d.cfg.CgroupParent, id)
 	s, err := d.proc.Launch(ctx, id, spec, gw, process.Launcher{
 		Start: func(ctx context.Context, ctl *os.File) (int, error) {
-			return rt.start(ctx, id, b.dir, ctl, gw)
+			return rt.start(ctx, id, b.dir, ctl, gw, image)
 		},
+		Control:   control,
+		Restore:   image,
 		Cgroup:    cg,
 		PidsLimit: pids,
 		GuestPids: guestPids,
@@ -358,7 +375,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		CgroupCPU:     rt.name == sandbox.RuntimeRunsc,
 		Teardown:      teardown,
 		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
-			return d.snapshot(ctx, id, b, cg, int(rt.uidBase), w, paused)
+			return d.snapshot(ctx, rt, id, b, cg, w, mem, paused)
 		},
 	})
 	if err != nil {

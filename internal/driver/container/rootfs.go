@@ -3,6 +3,7 @@ package container
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,10 +40,42 @@ type bundle struct {
 	base   string // layer/root or overlay
 	// seed, when set, fills the fresh layer from a snapshot before anything is built on it.
 	seed func(layer string) error
+	// control, when set, is the directory of init's control socket, bound at controlDir
+	// (gVisor's init dials it: see process.Launcher.Control).
+	control string
 }
 
-func newBundle(dir string) *bundle {
-	return &bundle{dir: dir, layer: filepath.Join(dir, "layer"), rootfs: filepath.Join(dir, "rootfs")}
+func newBundle(dir string, dialled bool) *bundle {
+	b := &bundle{dir: dir, layer: filepath.Join(dir, "layer"), rootfs: filepath.Join(dir, "rootfs")}
+	if dialled {
+		b.control = filepath.Join(dir, "ctl")
+	}
+	return b
+}
+
+// controlDir is where init finds the directory of its control socket, and controlSocket the socket.
+const (
+	controlDir    = "/.airlock/ctl"
+	controlSocket = controlDir + "/s"
+)
+
+// listenControl makes init's control socket in b, reachable by init's user alone: its directory
+// is that user's, mode 0700 (commands run as other users, with no capabilities).
+func listenControl(b *bundle, initHostUID int) (*net.UnixListener, error) {
+	p := filepath.Join(b.control, filepath.Base(controlSocket))
+	if len(p) >= len(unix.RawSockaddrUnix{}.Path) {
+		return nil, fmt.Errorf("%s: path too long for a unix socket (a shorter state directory fixes it)", p)
+	}
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	l.SetUnlinkOnClose(false)
+	if err := os.Lchown(p, initHostUID, initHostUID); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // writable are the directories of the writable layer every sandbox gets besides its home.
@@ -134,6 +167,17 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 	if err := touch(filepath.Join(initDir, "airlock-init")); err != nil {
 		return err
 	}
+	if b.control != "" {
+		if err := os.MkdirAll(filepath.Join(initDir, filepath.Base(controlDir)), 0o755); err != nil {
+			return err
+		}
+		if err := os.Mkdir(b.control, 0o700); err != nil {
+			return err
+		}
+		if err := os.Lchown(b.control, hostID(process.InitUID), hostID(process.InitUID)); err != nil {
+			return err
+		}
+	}
 
 	// The root: base, read-only; then what goes on top of it.
 	if err := os.MkdirAll(b.rootfs, 0o755); err != nil {
@@ -160,6 +204,11 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 	}
 	if err := bindAt(b.rootfs, initPath, "/.airlock/airlock-init", true); err != nil {
 		return err
+	}
+	if b.control != "" {
+		if err := bindAt(b.rootfs, b.control, controlDir, false); err != nil {
+			return err
+		}
 	}
 	for i, m := range spec.Filesystem.ReadOnly {
 		if err := b.userMount(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true); err != nil {

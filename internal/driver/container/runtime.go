@@ -27,6 +27,17 @@ type runtime struct {
 	debugLog string // runsc: a directory for its debug logs ("" none)
 }
 
+// cid is the runtime's name of sandbox id's container. runsc takes any unique prefix of a name
+// for the name, and refuses one that is the whole of one name and the start of another ("sbx_1"
+// and "sbx_1-r1", a restore's instance of it) as ambiguous: a '.', which no sandbox id holds,
+// ends every name, and no name then starts another.
+func (r *runtime) cid(id string) string {
+	if r.name == sandbox.RuntimeRunsc {
+		return id + "."
+	}
+	return id
+}
+
 // hostID is the host uid of sandbox uid id.
 func (r *runtime) hostID(id int) int { return int(r.uidBase) + id }
 
@@ -42,7 +53,10 @@ func (r *runtime) global(networked bool) []string {
 		if networked {
 			net = "host"
 		}
-		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "none")
+		// --host-uds=open: init dials its control socket, the one host socket in the sandbox's
+		// tree (see process.Launcher.Control); gVisor's checkpoint can save no socket the host
+		// passed in.
+		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "open")
 		if r.debugLog != "" {
 			args = append(args, "--debug", "--debug-log", r.debugLog+"/")
 		}
@@ -50,19 +64,27 @@ func (r *runtime) global(networked bool) []string {
 	return args
 }
 
-// start creates and starts container id from the bundle in dir, detached, with ctl as the
-// container process's descriptor 3, inside gw's network namespace when gw is not nil. It returns
-// the pid the runtime reports: the container's init (runc) or the sandbox process (runsc).
-func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *egress.Gateway) (int, error) {
+// start creates and starts container id from the bundle in dir, detached, inside gw's network
+// namespace when gw is not nil, with ctl, when not nil, as the container process's descriptor 3
+// (runc; gVisor's init dials its control socket). With image, runsc restores the container from
+// the memory image in that directory instead. It returns the pid the runtime reports: the
+// container's init (runc) or the sandbox process (runsc).
+func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *egress.Gateway, image string) (int, error) {
 	pidFile := filepath.Join(dir, "pid")
 	args := r.global(gw != nil)
-	args = append(args, "run", "--detach", "--bundle", dir, "--pid-file", pidFile)
-	if r.name == sandbox.RuntimeRunsc {
-		args = append(args, "--pass-fd", "3:3")
+	if image != "" {
+		args = append(args, "restore", "--image-path", image)
 	} else {
+		args = append(args, "run")
+	}
+	args = append(args, "--detach", "--bundle", dir, "--pid-file", pidFile)
+	if ctl != nil && r.name == sandbox.RuntimeRunsc {
+		args = append(args, "--pass-fd", "3:3")
+	}
+	if r.name == sandbox.RuntimeRunc {
 		args = append(args, "--preserve-fds", "1", "--no-new-keyring")
 	}
-	args = append(args, id)
+	args = append(args, r.cid(id))
 	// The container's init inherits the runtime's standard streams; a file, so that nothing
 	// waits on a pipe the container holds open.
 	logf, err := os.OpenFile(filepath.Join(dir, "runtime.log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
@@ -72,7 +94,9 @@ func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *e
 	defer logf.Close()
 	cmd := exec.Command(r.path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{ctl}
+	if ctl != nil {
+		cmd.ExtraFiles = []*os.File{ctl}
+	}
 	cmd.Dir = dir
 	if gw != nil {
 		// Started inside the sandbox's network namespace, which the bundle does not replace.
@@ -107,14 +131,31 @@ func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *e
 	return pid, nil
 }
 
+// checkpoint saves runsc container id's kernel — its processes, their memory and descriptors —
+// into the directory image and leaves it running.
+func (r *runtime) checkpoint(ctx context.Context, id, image string) error {
+	return r.command(ctx, "checkpoint", "--leave-running", "--compression", "none", "--image-path", image, r.cid(id))
+}
+
+// command runs one runtime subcommand; its last argument is a container's runtime name (cid).
+func (r *runtime) command(ctx context.Context, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, r.path, append(r.global(false), args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", r.name, args[0], err, lastLines(out, 3))
+	}
+	return nil
+}
+
 // delete kills container id, if it still runs, and removes the runtime's state of it. A container
 // the runtime does not know is not an error.
 func (r *runtime) delete(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	args := append(r.global(false), "delete", "--force", id)
+	args := append(r.global(false), "delete", "--force", r.cid(id))
 	out, err := exec.CommandContext(ctx, r.path, args...).CombinedOutput()
-	if err != nil && !r.known(id) {
+	if err != nil && !r.known(r.cid(id)) {
 		return nil
 	}
 	if err != nil {

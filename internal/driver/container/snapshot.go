@@ -13,27 +13,46 @@ import (
 
 var _ driver.Restorer = (*Driver)(nil)
 
-// snapshot saves sandbox id's layer (process.Launcher.Snapshot), read on the host from the
-// bundle while the sandbox's cgroup is frozen. Files only, on both runtimes: runc's processes are
-// the host kernel's (saving them would take CRIU), and gVisor's own checkpoint cannot save a
-// sandbox whose processes hold descriptors the host passed in (its control socket, every exec's
-// standard streams) — see the README's snapshot notes. mem is ignored.
-func (d *Driver) snapshot(ctx context.Context, id string, b *bundle, cg *cgroups.Cgroup, uidBase int, w io.Writer, paused bool) (bool, error) {
+// snapshot saves sandbox id (process.Launcher.Snapshot): its layer, read on the host from the
+// bundle, and, with mem on runsc, its kernel — processes, memory, descriptors — by gVisor's
+// checkpoint into the directory mem, at the same instant: the sandbox is paused by the runtime
+// for both, and the checkpoint leaves it running. Otherwise the layer alone, with the sandbox's
+// cgroup frozen: runc's processes are the host kernel's, and saving them would take CRIU.
+// (process.Sandbox.Snapshot has made the sandbox ready for a checkpoint: no exec runs, and init
+// holds no host descriptor.)
+func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle, cg *cgroups.Cgroup, w io.Writer, mem string, paused bool) (bool, error) {
+	uidBase := int(rt.uidBase)
+	writeLayer := func() error {
+		_, err := snapshot.WriteLayer(w, b.layer, snapshot.WriteOptions{
+			Layout: LayerLayout, SandboxID: func(host int) (int, bool) {
+				return host - uidBase, host >= uidBase && host-uidBase <= snapshot.MaxID
+			},
+		})
+		return err
+	}
+	if mem != "" && rt.name == sandbox.RuntimeRunsc {
+		if err := rt.command(ctx, "pause", rt.cid(id)); err != nil {
+			return false, fmt.Errorf("snapshot: %w", err)
+		}
+		// Resumed whatever happens; a checkpoint leaves it paused while this pause holds.
+		defer rt.command(context.WithoutCancel(ctx), "resume", rt.cid(id))
+		if err := rt.checkpoint(ctx, id, mem); err != nil {
+			return false, fmt.Errorf("snapshot: %w", err)
+		}
+		return true, writeLayer()
+	}
 	if !paused {
 		if err := cg.Freeze(ctx); err != nil {
 			return false, fmt.Errorf("snapshot: freeze sandbox %s: %w", id, err)
 		}
 		defer cg.Thaw(context.WithoutCancel(ctx))
 	}
-	_, err := snapshot.WriteLayer(w, b.layer, snapshot.WriteOptions{
-		Layout: LayerLayout, SandboxID: func(host int) (int, bool) {
-			return host - uidBase, host >= uidBase && host-uidBase <= snapshot.MaxID
-		},
-	})
-	return false, err
+	return false, writeLayer()
 }
 
-// Restore implements driver.Restorer: files only (mem is ignored, see snapshot).
+// Restore implements driver.Restorer: a create over the snapshot's layer and, with mem (a runsc
+// snapshot's memory image), gVisor's restore of the sandbox's kernel, whose processes run on
+// where they were.
 func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
-	return d.create(ctx, id, spec, layer)
+	return d.create(ctx, id, spec, layer, mem)
 }

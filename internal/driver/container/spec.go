@@ -79,6 +79,9 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 			ReadonlyPaths: readonlyPaths,
 		},
 	}
+	if b.control != "" {
+		s.Process.Env = append(s.Process.Env, process.ControlEnv+"="+controlSocket)
+	}
 	if pidsLimit > 0 {
 		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: pidsLimit}
 	}

@@ -171,24 +171,32 @@ func testSnapshotMemory(t *testing.T, h *Harness) {
 	}
 	sb := h.New(t, sandbox.Spec{})
 	snap := snapshotter(t, h, sb)
-	// The count lives in the shell's memory; the file only shows it.
-	expect(t, Exec(t, sb, 10*time.Second, `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
+	if !snap.SavesMemory() {
+		t.Skipf("level %s saves files only with its default runtime", h.D.Name())
+	}
+	// The count lives in the shell's memory; the file only shows it. The counter keeps its
+	// exec's standard streams and writes to them: nothing a command holds may stop a save.
+	expect(t, Exec(t, sb, 10*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo $i >&2; sleep 0.05; done' &
 sleep 0.5; echo started`), 0, "started")
 	mem := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var layer bytes.Buffer
+	t0 := time.Now()
 	memory, err := snap.Snapshot(ctx, &layer, mem)
 	if err != nil || !memory {
 		t.Fatalf("snapshot with memory: saved memory %v, err %v", memory, err)
 	}
+	t.Logf("saved in %v: layer %d bytes, memory image %d bytes", time.Since(t0), layer.Len(), dirSize(t, mem))
 	at := atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
 	// The original counts on; give it a head start so the two counts differ.
 	time.Sleep(time.Second)
+	t0 = time.Now()
 	restored, err := h.Restore(t, sandbox.Spec{}, &layer, mem)
 	if err != nil {
 		t.Fatalf("restore with memory: %v", err)
 	}
+	t.Logf("restored in %v", time.Since(t0))
 	first := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
 	time.Sleep(500 * time.Millisecond)
 	then := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
@@ -208,6 +216,21 @@ func atoi(t *testing.T, s string) int {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
 		t.Fatalf("not a number: %q", s)
+	}
+	return n
+}
+
+// dirSize is the size of the files in dir.
+func dirSize(t *testing.T, dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
 	}
 	return n
 }

@@ -24,6 +24,12 @@ type initConfig struct {
 	// GuestPids, when set, is the process limit, for init to enforce in the sandbox's own kernel
 	// (gVisor; see guestCgroup).
 	GuestPids int64 `json:"guestPids,omitempty"`
+	// Token, when set, says init dialled its control socket (controlEnv) and must dial it again
+	// when it breaks, presenting Token: a memory snapshot of the sandbox's kernel (gVisor's
+	// checkpoint) closes every host socket, in the sandbox it saves and in every copy restored.
+	// Init then also relays every exec's standard streams through pipes of the sandbox's own
+	// kernel, so that no command ever holds a host descriptor (see stdioRelay).
+	Token string `json:"token,omitempty"`
 }
 
 // rootPlan describes the sandbox's root filesystem.

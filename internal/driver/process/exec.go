@@ -57,6 +57,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if err := s.ended("exec " + req.ID); err != nil {
 		return res, err
 	}
+	// A snapshot with memory in progress holds the gate for the instant of its save.
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	std, err := newStdio(req)
 	if err != nil {
 		return res, err

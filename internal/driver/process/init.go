@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -52,6 +53,15 @@ func runInit() int {
 		return 1
 	}
 	ctl := initConn{fd: controlFd}
+	dial := os.Getenv(controlEnv)
+	if dial != "" {
+		fd, err := dialControl(dial)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "airlock-init:", err)
+			return 1
+		}
+		ctl.fd = fd
+	}
 	buf := make([]byte, maxMessage)
 	fail := func(err error) int {
 		ctl.send(&message{Kind: msgError, Error: err.Error()})
@@ -100,7 +110,10 @@ func runInit() int {
 		return 1
 	}
 	srv := &initServer{ctl: ctl, buf: buf, listen: -1, as: user{c.UID, c.GID}, guest: guest,
-		procs: map[int]running{}, doomed: map[int]bool{}}
+		procs: map[int]running{}, doomed: map[int]bool{}, relays: map[*stdioRelay]bool{}}
+	if c.Token != "" && dial != "" {
+		srv.dial, srv.token = dial, c.Token
+	}
 	if c.OrphanGraceMs > 0 {
 		srv.listen, srv.grace = listenFd, time.Duration(c.OrphanGraceMs)*time.Millisecond
 	}
@@ -281,6 +294,10 @@ type initServer struct {
 	guest  *guestCgroup // the process limit, when the sandbox's kernel enforces it (gVisor)
 	procs  map[int]running
 	doomed map[int]bool // process groups of killed commands, until they are empty
+
+	dial, token string // where to dial the control socket again when it breaks, and how to say it is us (see redial.go)
+	relayMu     sync.Mutex
+	relays      map[*stdioRelay]bool // the streams init relays (with dial), until they end
 }
 
 func (srv *initServer) serve() {
@@ -325,6 +342,12 @@ func (srv *initServer) serve() {
 			continue
 		}
 		m, passed, err := ctl.recv(buf)
+		if err != nil && srv.dial != "" {
+			if srv.redial() {
+				continue
+			}
+			return
+		}
 		if err != nil {
 			if listen < 0 {
 				return
@@ -359,6 +382,8 @@ func (srv *initServer) serve() {
 			}
 		case msgPing:
 			ctl.send(&message{Kind: msgPong, ID: m.ID, Guest: srv.guest.stats()})
+		case msgQuiesce:
+			srv.quiesce(m.ID)
 		case msgLayer:
 			if layerFd < 0 {
 				ctl.send(&message{Kind: msgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
@@ -473,6 +498,19 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		// The terminal becomes the controlling terminal of the command's new session.
 		sys.Setctty, sys.Ctty = true, 0
 	}
+	var sr *stdioRelay
+	if srv.dial != "" && e.TTY == nil {
+		if sr, err = newStdioRelay(fds); err != nil {
+			ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+			return
+		}
+		defer func() {
+			if sr != nil { // the command did not start
+				sr.close()
+			}
+		}()
+		fds = sr.child[:]
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   e.Dir,
 		Env:   e.Env,
@@ -498,6 +536,18 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		rl = nil
 	case master >= 0:
 		pass = []int{master}
+	}
+	if sr != nil {
+		srv.relayMu.Lock()
+		srv.relays[sr] = true
+		srv.relayMu.Unlock()
+		relay := sr
+		sr.start(func() {
+			srv.relayMu.Lock()
+			delete(srv.relays, relay)
+			srv.relayMu.Unlock()
+		})
+		sr = nil
 	}
 	procs[pid] = r
 	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.counts()}, pass...)

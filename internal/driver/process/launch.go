@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,6 +57,14 @@ type Launcher struct {
 	// and, when mem is not "" and the runtime can, its processes into mem. paused says the
 	// sandbox's cgroup is frozen (Pause).
 	Snapshot func(ctx context.Context, w io.Writer, mem string, paused bool) (memory bool, err error)
+	// Control, when set, is where init dials its control socket — the runtime gives init the
+	// path in controlEnv — instead of taking ctl as its descriptor 3 (Start gets nil). Init dials
+	// it again whenever it breaks, and a Snapshot with mem saves the sandbox's kernel: see
+	// redial.go. Destroy closes it.
+	Control *net.UnixListener
+	// Restore, with Control, says Start brings init back from the memory image in this directory
+	// (one that a Snapshot with mem wrote): init is configured already, and its commands run on.
+	Restore string
 	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
 	// Destroy after init was killed, and must be idempotent.
 	Teardown func(ctx context.Context) error
@@ -77,48 +87,74 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		cfg.UID, cfg.GID = sandbox.AgentUID, sandbox.AgentUID
 	}
 	s := &Sandbox{id: id, d: d, spec: spec, gw: gw, ext: &l, cg: l.Cgroup,
-		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
+		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{}), rejoined: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
 		s.Destroy(context.Background())
 		return nil, setupErr(err)
 	}
-	driverEnd, initEnd, err := socketPair()
-	if err != nil {
-		return fail(err)
+	var initEnd *os.File
+	if l.Control == nil {
+		driverEnd, theirs, err := socketPair()
+		if err != nil {
+			return fail(err)
+		}
+		initEnd = theirs
+		if s.ctl, err = newConn(driverEnd); err != nil {
+			theirs.Close()
+			return fail(err)
+		}
+	} else if l.Restore != "" {
+		token, err := os.ReadFile(filepath.Join(l.Restore, tokenFile))
+		if err != nil {
+			return fail(fmt.Errorf("memory image: %w", err))
+		}
+		s.token = string(token)
+	} else {
+		s.token = newToken()
+		cfg.Token = s.token
 	}
-	ctl, err := newConn(driverEnd)
-	if err != nil {
-		initEnd.Close()
-		return fail(err)
-	}
-	s.ctl = ctl
 	t0 := time.Now()
-	s.pid, err = l.Start(ctx, initEnd)
-	initEnd.Close()
+	pid, err := l.Start(ctx, initEnd)
+	if initEnd != nil {
+		initEnd.Close() // init's now: its EOF is init's exit
+	}
 	if err != nil {
 		return fail(err)
 	}
+	s.pid = pid
 	if s.proc, err = os.FindProcess(s.pid); err != nil {
 		return fail(err)
 	}
 	tStarted := time.Since(t0)
 	go waitExit(s.pid, s.exited)
+	if l.Control != nil {
+		// A fresh init dials first thing; a restored one once its kernel runs again, with the
+		// token it was given when it was new.
+		c, err := s.accept(ctx, map[bool]string{true: s.token}[l.Restore != ""])
+		if err != nil {
+			return fail(err)
+		}
+		s.ctl = &conn{c: c}
+	}
 	ready := make(chan *message, 1)
 	s.waiters[""] = ready
 	go s.readLoop()
+	if l.Restore != "" {
+		return s.restored(ctx, l, t0)
+	}
 
 	<-d.filterDone
 	if d.filterErr != nil {
 		return fail(d.filterErr)
 	}
 	cfg.Seccomp = d.filter
-	if err := ctl.send(&message{Kind: msgConfig, Config: cfg}); err != nil {
+	if err := s.ctl.send(&message{Kind: msgConfig, Config: cfg}); err != nil {
 		return fail(fmt.Errorf("send config: %w", err))
 	}
 	if s.events, err = l.Cgroup.OpenEvents(); err != nil {
 		return fail(err)
 	}
-	if err := ctl.send(&message{Kind: msgPlaced}); err != nil {
+	if err := s.ctl.send(&message{Kind: msgPlaced}); err != nil {
 		return fail(fmt.Errorf("init is gone: %w", err))
 	}
 	if err := s.awaitReady(ctx, ready); err != nil {
@@ -130,6 +166,30 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		}
 	}
 	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "ready", time.Since(t0))
+	return s, nil
+}
+
+// restored finishes a Launch whose init a memory image brought back: it is configured and locked
+// down already, and its commands run on.
+func (s *Sandbox) restored(ctx context.Context, l Launcher, t0 time.Time) (*Sandbox, error) {
+	fail := func(err error) (*Sandbox, error) {
+		s.Destroy(context.Background())
+		return nil, fmt.Errorf("sandbox %s: %w: %w", s.id, err, errdefs.ErrSetup)
+	}
+	s.mu.Lock()
+	delete(s.waiters, "")
+	s.mu.Unlock()
+	var err error
+	if s.events, err = l.Cgroup.OpenEvents(); err != nil {
+		return fail(err)
+	}
+	if l.GuestMemory > 0 && l.GuestPids > 0 {
+		if err := s.watchGuestMemory(l.GuestMemory); err != nil {
+			return fail(err)
+		}
+	}
+	s.created = time.Now()
+	s.d.log.Debug("sandbox restored", "sandbox", s.id, "pid", s.pid, "ready", time.Since(t0))
 	return s, nil
 }
 
@@ -227,6 +287,14 @@ func (d *Driver) NameFiles(spec sandbox.Spec) map[string]string {
 	}
 	return out
 }
+
+// InitUID is the sandbox uid a locked-down init runs as (no command ever does): a level that
+// gives init a control socket to dial (Launcher.Control) makes it reachable by this uid alone.
+const InitUID = initUID
+
+// ControlEnv names the variable of init's environment that holds the path, in the sandbox, of the
+// control socket to dial (Launcher.Control).
+const ControlEnv = controlEnv
 
 // Hostname is every sandbox's host name.
 const Hostname = sandboxHostname

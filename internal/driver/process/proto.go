@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +39,8 @@ const (
 	msgPing    = "ping"    // driver → init: are you there? (a driver adopting the sandbox asks)
 	msgPong    = "pong"    // init → driver: yes (ID; Guest, when the sandbox's kernel counts its processes)
 	msgLayer   = "layer"   // driver → init: send me the writable layer; init → driver: here (ID; the fd)
+	msgHello   = "hello"   // init → driver: first message on a control socket init dialled again (Token)
+	msgQuiesce = "quiesce" // driver → init: hold no host descriptor (a memory snapshot comes); init → driver: done (ID)
 )
 
 type message struct {
@@ -52,6 +55,7 @@ type message struct {
 	Error    string           `json:"error,omitempty"`
 	Guest    *guestStats      `json:"guest,omitempty"`
 	Size     *sandbox.Winsize `json:"size,omitempty"`
+	Token    string           `json:"token,omitempty"`
 
 	// files are the descriptors that came with the message to the driver; whoever takes the
 	// message owns them.
@@ -84,7 +88,33 @@ type rusage struct {
 
 // conn is the driver's end of the control socket; it uses Go's netpoller, so a daemon with many
 // sandboxes does not park one thread per sandbox.
-type conn struct{ c *net.UnixConn }
+// Its socket can be replaced (swap) when init dials again (see redial.go).
+type conn struct {
+	mu     sync.Mutex // guards c and closed
+	c      *net.UnixConn
+	closed bool
+}
+
+// sock returns the current socket.
+func (c *conn) sock() *net.UnixConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c
+}
+
+// swap replaces the socket with nc, closing the old one, and reports whether it did: a closed conn
+// closes nc instead.
+func (c *conn) swap(nc *net.UnixConn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		nc.Close()
+		return false
+	}
+	c.c.Close()
+	c.c = nc
+	return true
+}
 
 func newConn(f *os.File) (*conn, error) {
 	fc, err := net.FileConn(f)
@@ -129,7 +159,7 @@ func (c *conn) send(m *message, files ...*os.File) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = c.c.WriteMsgUnix(b, oob, nil)
+	_, _, err = c.sock().WriteMsgUnix(b, oob, nil)
 	return err
 }
 
@@ -137,7 +167,7 @@ func (c *conn) send(m *message, files ...*os.File) error {
 // that wraps errMalformed leaves the connection usable; any other means it is gone.
 func (c *conn) recv(buf []byte) (*message, error) {
 	oob := make([]byte, unix.CmsgSpace(4*maxRecvFds))
-	n, oobn, flags, _, err := c.c.ReadMsgUnix(buf, oob)
+	n, oobn, flags, _, err := c.sock().ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +186,12 @@ func (c *conn) recv(buf []byte) (*message, error) {
 // maxRecvFds is the most descriptors one message to the driver carries (a terminal's master).
 const maxRecvFds = 4
 
-func (c *conn) close() error { return c.c.Close() }
+func (c *conn) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return c.c.Close()
+}
 
 // initConn is init's end: plain blocking syscalls on init's one locked thread — no netpoller, no
 // goroutine hand-offs between a request arriving and the command starting.

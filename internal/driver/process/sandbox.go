@@ -37,8 +37,12 @@ type Sandbox struct {
 	release func()          // lets an image's layers be collected again (nil: no image)
 	layer   *os.File        // init's clone of the writable layer, once a snapshot asked for it
 
-	mu      sync.Mutex // guards waiters, and delivery to them (see readLoop)
-	waiters map[string]chan *message
+	mu       sync.Mutex // guards waiters, and delivery to them (see readLoop); and rejoined
+	waiters  map[string]chan *message
+	rejoined chan struct{} // closed, and replaced, whenever init dials its control socket again
+
+	token string       // what init presents when it dials its control socket again (Launcher.Control)
+	gate  sync.RWMutex // held shared by every exec, exclusively by a snapshot with memory
 
 	stateMu   sync.Mutex // guards paused and destroyed, and orders Pause, Resume and Destroy
 	paused    bool
@@ -83,6 +87,9 @@ func (s *Sandbox) readLoop() {
 		m, err := s.ctl.recv(buf)
 		if errors.Is(err, errMalformed) {
 			s.d.log.Warn("dropped a malformed message from init", "sandbox", s.id, "err", err)
+			continue
+		}
+		if err != nil && s.rejoin() {
 			continue
 		}
 		if err != nil {
@@ -271,6 +278,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		s.destroyed = true
 		if s.ctl != nil { // nil when Launch failed before making it
 			s.ctl.close()
+		}
+		if s.ext != nil && s.ext.Control != nil {
+			s.ext.Control.Close()
 		}
 		if s.proc != nil {
 			s.proc.Kill()

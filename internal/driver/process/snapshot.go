@@ -37,7 +37,10 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 		if s.ext.Snapshot == nil {
 			return false, fmt.Errorf("snapshot: this level cannot save sandboxes: %w", errdefs.ErrUnavailable)
 		}
-		return s.ext.Snapshot(ctx, w, mem, s.paused)
+		if mem != "" && s.ext.Control != nil {
+			return s.snapshotMemory(ctx, w, mem)
+		}
+		return s.ext.Snapshot(ctx, w, "", s.paused)
 	}
 	if s.layer == nil {
 		if s.paused {
@@ -65,6 +68,10 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 	})
 	return false, err
 }
+
+// SavesMemory implements driver.Snapshotter: only a sandbox whose init dials its control socket
+// (a runtime with a kernel of its own that it can save, gVisor's: see redial.go).
+func (s *Sandbox) SavesMemory() bool { return s.ext != nil && s.ext.Control != nil }
 
 // fetchLayer asks init for its clone of the writable layer.
 func (s *Sandbox) fetchLayer(ctx context.Context) (*os.File, error) {
