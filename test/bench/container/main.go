@@ -248,6 +248,9 @@ func (w *world) run(c config) (*report, error) {
 	if err := rounds(c.warmup, c.rounds, cells, d.settle); err != nil {
 		return nil, err
 	}
+	if rep.Restore, err = w.restores(c, d); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
 	d.close() // its pools' sandboxes end before the image rounds
 	for _, cl := range cells {
 		if cl.side != "airlock" {

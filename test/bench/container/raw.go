@@ -17,7 +17,7 @@ import (
 func (w *world) rawGlobal(rt string) []string {
 	args := []string{"--root", w.path("raw-root", rt)}
 	if rt == "runsc" {
-		args = append(args, "--platform", "systrap", "--network", "none", "--overlay2", "none", "--host-uds", "none")
+		args = append(args, "--platform", "systrap", "--network", "none", "--overlay2", "none", "--host-uds", "open")
 	}
 	return args
 }

@@ -21,6 +21,7 @@ type report struct {
 	// RawDeletes is how many raw runs needed a `delete --force` afterwards (0: run cleaned up).
 	RawDeletes int64        `json:"raw_deletes"`
 	Image      *imageReport `json:"image"`
+	Restore    *restoreRow  `json:"restore"`
 }
 
 type startupRow struct {
@@ -99,7 +100,7 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintln(out, "           airlock's init, exec W through init, R delete, unmount (one-shot, as a user runs it)")
 	fmt.Fprintln(out, "  raw      R run --bundle B (foreground) of a bundle prepared once whose process is W, same namespaces,")
 	fmt.Fprintln(out, "           id mapping, cgroup limits, rlimit, masked paths; runsc with airlock's global flags")
-	fmt.Fprintln(out, "           (--platform systrap --network none --overlay2 none --host-uds none); R delete if state is left")
+	fmt.Fprintln(out, "           (--platform systrap --network none --overlay2 none --host-uds open); R delete if state is left")
 	fmt.Fprintln(out, "  pool     airlock serve with a warm pool per runtime: create (claims a ready sandbox), exec W, terminate,")
 	fmt.Fprintln(out, "           over the Go SDK; the pools are refilled before every timed run of any runner")
 	fmt.Fprintf(out, "\nstartup: %d measured rounds after %d warm-up, interleaved in random order; times in ms; target airlock/raw p50 <= %.1f\n",
@@ -112,6 +113,14 @@ func (r *report) print(out io.Writer) {
 			s.Pool.P50, s.Pool.P90, s.PoolRatio, verdict(s.PoolRatio, targetStartup))
 	}
 	fmt.Fprintf(out, "raw runs that left runtime state and needed delete --force (timed): %d\n", r.RawDeletes)
+	if x := r.Restore; x != nil {
+		fmt.Fprintln(out, "\nrestore with memory (runsc), a shell counting in the background; interleaved; times in ms:")
+		fmt.Fprintln(out, "  airlock  POST .../restore through the daemon of a snapshot with memory (new bundle over the snapshot's layer,")
+		fmt.Fprintf(out, "           runsc restore, init dials back, swap, store); snapshot %.2f MiB\n", x.ImageMB)
+		fmt.Fprintln(out, "  raw      runsc restore --detach of a checkpoint (--compression none) of the raw bundle running the counter")
+		fmt.Fprintf(out, "%9s %9s %9s %9s %7s  %s (target <= %.1f)\n", "airlock50", "airlock90", "raw50", "raw90", "ratio", "verdict", targetRestore)
+		fmt.Fprintf(out, "%9.1f %9.1f %9.1f %9.1f %7.2f  %s\n", x.Airlock.P50, x.Airlock.P90, x.Raw.P50, x.Raw.P90, x.Ratio, verdict(x.Ratio, targetRestore))
+	}
 	if r.Image == nil {
 		return
 	}
