@@ -249,11 +249,19 @@ func TestSnapshotVerbs(t *testing.T) {
 		{"usage: snapshots rm nothing", []string{"snapshots", "rm"}, 2, "", "airlock snapshots rm: want at least one snapshot ID", ""},
 		{"usage: snapshots inspect nothing", []string{"snapshots", "inspect"}, 2, "", "airlock snapshots inspect: want one snapshot ID", ""},
 		{"usage: create --from-snapshot without value", []string{"create", "--from-snapshot"}, 2, "", "flag needs an argument: --from-snapshot", ""},
-		{"help: snapshot", []string{"snapshot", "--help"}, 0, "", "usage: airlock snapshot [--name NAME] [--description TEXT] [--json] ID", ""},
+		{"help: snapshot", []string{"snapshot", "--help"}, 0, "", "usage: airlock snapshot [--name NAME] [--description TEXT] [--memory[=false]] [--json] ID", ""},
 		{"help: restore", []string{"restore", "-h"}, 0, "", "usage: airlock restore [--json] ID SNAPSHOT_ID", ""},
 		{"help: fork", []string{"fork", "--help"}, 0, "", "  -count int", ""},
 		{"help: snapshots rm", []string{"snapshots", "rm", "--help"}, 0, "", "usage: airlock snapshots rm [--json] SNAPSHOT_ID...", ""},
 		{"help: create", []string{"create", "--help"}, 0, "", "  -from-snapshot string", ""},
+		// Last: they take snapshots, whose numbers the cases above count on.
+		{"snapshot --memory=false asks for files only", []string{"snapshot", "--memory=false", "sbx_1"}, 0, "~snap_", "",
+			`POST /api/v1/sandboxes/sbx_1/snapshots {"memory":false}`},
+		{"snapshot --memory insists on memory", []string{"snapshot", "sbx_1", "--memory"}, 0, "~snap_", "",
+			`POST /api/v1/sandboxes/sbx_1/snapshots {"memory":true}`},
+		{"fork --memory=false", []string{"fork", "--memory=false", "sbx_1"}, 0, "~sbx_fork", "",
+			`POST /api/v1/sandboxes/sbx_1/fork {"memory":false}`},
+		{"usage: snapshot --memory=maybe", []string{"snapshot", "--memory=maybe", "sbx_1"}, 2, "", `invalid boolean value "maybe" for --memory: "maybe" is not true or false`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d.mu.Lock()

@@ -279,17 +279,11 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	view := b.viewLocked()
 	b.mu.Unlock()
 	m.watchIfWatcher(b, sb)
-	// The old instance goes after the answer: nothing refers to it any more, and its teardown
-	// (a runtime's delete) would double a restore's time. Close waits for it.
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		dctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := old.Destroy(dctx); err != nil {
-			m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "err", err)
-		}
-	}()
+	// Before the answer: the store knows only the new instance, so one that a kill -9 caught
+	// half torn down would be found by nothing after a restart.
+	if err := old.Destroy(sctx); err != nil {
+		m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "err", err)
+	}
 	m.log.Info("sandbox restored", "sandbox", id, "snapshot", sn.ID, "instance", instance, "took", time.Since(t0))
 	return view, nil
 }

@@ -86,6 +86,10 @@ func escapes(secret, mark, rcu string) []escape {
 		{name: "remove init", script: "rm -f /.airlock/airlock-init && ! test -e /.airlock/airlock-init"},
 		{name: "move init", script: "mv /.airlock/airlock-init /tmp/init"},
 		{name: "remount init rw", script: "mount -o remount,rw,bind /.airlock/airlock-init && echo x > /.airlock/airlock-init"},
+		// init's control socket (runsc: a host socket init dials, its directory init's alone).
+		{name: "list init's control directory", script: "ls -a /.airlock/ctl | grep -q s"},
+		{name: "connect to init's control socket", script: py("import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\ns.connect(\"/.airlock/ctl/s\")")},
+		{name: "replace init's control socket", script: "rm -rf /.airlock/ctl/s && mkdir /.airlock/ctl/s"},
 		{name: "write /proc/1/exe", script: py("open(\"/proc/1/exe\", \"r+b\").write(b\"x\")")},
 		{name: "write a host binary via /proc/self/exe", script: "sh -c 'echo x >> /proc/$$/exe'"},
 	}
