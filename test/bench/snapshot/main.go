@@ -101,7 +101,8 @@ func run(bin string, n, mb int) error {
 	}
 	fmt.Println("\nrestore: POST .../restore into the sandbox the snapshot was taken of (a new sandbox of its level is made from the")
 	fmt.Println("snapshot, checked against its sha256, and replaces the old one). create: POST /api/v1/sandboxes with fromSnapshot,")
-	fmt.Println("then DELETE (not timed). Files only on every level: no level saves memory on this host (see README).")
+	fmt.Println("then DELETE (not timed). runsc snapshots save memory too (the default there): its restores are runsc restores")
+	fmt.Println("of the saved kernel; the other levels save files only.")
 	return nil
 }
 
