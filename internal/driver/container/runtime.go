@@ -78,9 +78,6 @@ func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *e
 		args = append(args, "run")
 	}
 	args = append(args, "--detach", "--bundle", dir, "--pid-file", pidFile)
-	if ctl != nil && r.name == sandbox.RuntimeRunsc {
-		args = append(args, "--pass-fd", "3:3")
-	}
 	if r.name == sandbox.RuntimeRunc {
 		args = append(args, "--preserve-fds", "1", "--no-new-keyring")
 	}

@@ -128,9 +128,13 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 	tStarted := time.Since(t0)
 	go waitExit(s.pid, s.exited)
 	if l.Control != nil {
-		// A fresh init dials first thing; a restored one once its kernel runs again, with the
-		// token it was given when it was new.
-		c, err := s.accept(ctx, map[bool]string{true: s.token}[l.Restore != ""])
+		// A fresh init dials first thing, before anything else runs in the sandbox; a restored
+		// one once its kernel runs again, with the token it was given when it was new.
+		token := ""
+		if l.Restore != "" {
+			token = s.token
+		}
+		c, err := s.accept(ctx, token)
 		if err != nil {
 			return fail(err)
 		}

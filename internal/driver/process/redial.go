@@ -77,11 +77,9 @@ func (srv *initServer) redial() bool {
 // quiesce lets go of every host descriptor init holds but the control socket: the host's ends of
 // relayed streams. A command still running refuses it: its streams are its exec's.
 func (srv *initServer) quiesce(id string) {
-	if len(srv.procs) > 0 {
-		for _, r := range srv.procs {
-			srv.ctl.send(&message{Kind: msgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
-			return
-		}
+	for _, r := range srv.procs {
+		srv.ctl.send(&message{Kind: msgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
+		return
 	}
 	srv.relayMu.Lock()
 	for r := range srv.relays {
