@@ -75,7 +75,8 @@ func TestSnapshotsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The counter keeps the exec's standard streams, which the host made, after the exec ended.
-	sh(c, a.ID, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' & sleep 0.3; echo v1 > /workspace/f`)
+	// It renames each count into place: a save may fall between a truncate and a write.
+	sh(c, a.ID, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done' & sleep 0.3; echo v1 > /workspace/f`)
 	counting(c, a.ID)
 
 	// While an exec runs, a snapshot with memory is refused; one of files only is not.

@@ -176,7 +176,7 @@ func testSnapshotMemory(t *testing.T, h *Harness) {
 	}
 	// The count lives in the shell's memory; the file only shows it. The counter keeps its
 	// exec's standard streams and writes to them: nothing a command holds may stop a save.
-	expect(t, Exec(t, sb, 10*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo $i >&2; sleep 0.05; done' &
+	expect(t, Exec(t, sb, 10*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; echo $i >&2; sleep 0.05; done' &
 sleep 0.5; echo started`), 0, "started")
 	mem := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

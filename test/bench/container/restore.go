@@ -16,7 +16,7 @@ import (
 const targetRestore = 1.1
 
 // counter is the restore workload: a shell counting in its memory, shown in /tmp/count.
-var counter = workload{Name: "counter", Argv: []string{"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"}}
+var counter = workload{Name: "counter", Argv: []string{"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done"}}
 
 type restoreRow struct {
 	Airlock   stats.Summary `json:"airlock"`
