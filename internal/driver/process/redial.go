@@ -296,7 +296,7 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 		return false, fmt.Errorf("snapshot: an exec is running in sandbox %s, and a snapshot with memory is taken between execs; wait for it, or ask for files only (memory: false): %w", s.id, errdefs.ErrConflict)
 	}
 	defer s.gate.Unlock()
-	if err := s.request(ctx, msgQuiesce); err != nil {
+	if _, err := s.request(ctx, msgQuiesce); err != nil {
 		return false, fmt.Errorf("snapshot: %w: %w", err, errdefs.ErrConflict)
 	}
 	rejoined := s.nextRejoin()
@@ -320,8 +320,9 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 	return true, nil
 }
 
-// request sends init a message of kind and waits for its answer: the same kind, or an error.
-func (s *Sandbox) request(ctx context.Context, kind string) error {
+// request sends init a message of kind and waits for its answer of the same kind, which it
+// returns with the descriptors it brought; an error answer is an error.
+func (s *Sandbox) request(ctx context.Context, kind string) (*message, error) {
 	id := fmt.Sprintf("%s-%d", kind, time.Now().UnixNano())
 	reply := make(chan *message, 1)
 	s.mu.Lock()
@@ -333,18 +334,18 @@ func (s *Sandbox) request(ctx context.Context, kind string) error {
 		s.mu.Unlock()
 	}()
 	if err := s.ctl.send(&message{Kind: kind, ID: id}); err != nil {
-		return fmt.Errorf("init is gone: %w", err)
+		return nil, fmt.Errorf("init is gone: %w", err)
 	}
 	select {
 	case m := <-reply:
-		m.closeFiles()
 		if m.Kind != kind {
-			return errors.New(m.Error)
+			m.closeFiles()
+			return nil, errors.New(m.Error)
 		}
-		return nil
+		return m, nil
 	case <-s.done:
-		return fmt.Errorf("sandbox %s has ended", s.id)
+		return nil, fmt.Errorf("sandbox %s has ended: %w", s.id, errdefs.ErrConflict)
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }

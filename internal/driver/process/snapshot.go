@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -75,31 +74,15 @@ func (s *Sandbox) SavesMemory() bool { return s.ext != nil && s.ext.Control != n
 
 // fetchLayer asks init for its clone of the writable layer.
 func (s *Sandbox) fetchLayer(ctx context.Context) (*os.File, error) {
-	id := fmt.Sprintf("layer-%d", time.Now().UnixNano())
-	reply := make(chan *message, 1)
-	s.mu.Lock()
-	s.waiters[id] = reply
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiters, id)
-		s.mu.Unlock()
-	}()
-	if err := s.ctl.send(&message{Kind: msgLayer, ID: id}); err != nil {
-		return nil, fmt.Errorf("snapshot: init is gone: %w", err)
+	m, err := s.request(ctx, msgLayer)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	select {
-	case m := <-reply:
-		if m.Kind != msgLayer || len(m.files) != 1 {
-			m.closeFiles()
-			return nil, fmt.Errorf("snapshot: init did not hand over the layer: %s", m.Error)
-		}
-		return m.files[0], nil
-	case <-s.done:
-		return nil, fmt.Errorf("snapshot: sandbox %s has ended: %w", s.id, errdefs.ErrConflict)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if len(m.files) != 1 {
+		m.closeFiles()
+		return nil, fmt.Errorf("snapshot: init did not hand over the layer")
 	}
+	return m.files[0], nil
 }
 
 // Restore implements driver.Restorer: Create, with init extracting the layer from a pipe the
