@@ -26,22 +26,7 @@ var poolFlags = map[string]string{"name": "NAME", "size": "--size", "refillPerSe
 
 // poolCmd is `airlock pool ls|inspect|put|rm`.
 func poolCmd(e *env, args []string) int {
-	sub := "ls"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "ls":
-		return poolLs(e, args)
-	case "inspect":
-		return poolInspect(e, args)
-	case "put":
-		return poolPut(e, args)
-	case "rm":
-		return poolRm(e, args)
-	}
-	fmt.Fprintf(e.stderr, "airlock pool: unknown subcommand %q (ls, inspect, put, rm)\n", sub)
-	return exitUsage
+	return dispatch(e, "pool", args, []subcommand{{"ls", poolLs}, {"inspect", poolInspect}, {"put", poolPut}, {"rm", poolRm}})
 }
 
 func poolLs(e *env, args []string) int {

@@ -295,3 +295,27 @@ func remove(e *env, name, usage, what, jsonHelp string, args []string, del func(
 	}
 	return r.each(names, *asJSON, func(ctx context.Context, arg string) (any, error) { return del(r.c, ctx, arg) })
 }
+
+// subcommand is one verb of a group such as `airlock pool`.
+type subcommand struct {
+	name string
+	run  func(e *env, args []string) int
+}
+
+// dispatch runs the subcommand args name (ls when args start with a flag or are empty) of the
+// group `airlock <group>`.
+func dispatch(e *env, group string, args []string, subs []subcommand) int {
+	sub := "ls"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	names := make([]string, len(subs))
+	for i, c := range subs {
+		if c.name == sub {
+			return c.run(e, args)
+		}
+		names[i] = c.name
+	}
+	fmt.Fprintf(e.stderr, "airlock %s: unknown subcommand %q (%s)\n", group, sub, strings.Join(names, ", "))
+	return exitUsage
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,20 +14,7 @@ import (
 // snapshotsCmd is `airlock snapshots ls|inspect|rm`: the tenant's snapshots, those of ended
 // sandboxes included (they outlive their sandbox).
 func snapshotsCmd(e *env, args []string) int {
-	sub := "ls"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "ls":
-		return snapshotsLs(e, args)
-	case "inspect":
-		return snapshotsInspect(e, args)
-	case "rm":
-		return snapshotsRm(e, args)
-	}
-	fmt.Fprintf(e.stderr, "airlock snapshots: unknown subcommand %q (ls, inspect, rm)\n", sub)
-	return exitUsage
+	return dispatch(e, "snapshots", args, []subcommand{{"ls", snapshotsLs}, {"inspect", snapshotsInspect}, {"rm", snapshotsRm}})
 }
 
 func snapshotsLs(e *env, args []string) int {

@@ -141,7 +141,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: connect to init: %w", id, err)
 	}
-	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: &conn{c: c}, cg: cg, pid: f.Pid, created: time.Now(),
+	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: newUnixConn(c), cg: cg, pid: f.Pid, created: time.Now(),
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	pidfd, err := unix.PidfdOpen(f.Pid, 0)
 	if err != nil {

@@ -138,7 +138,7 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		if err != nil {
 			return fail(err)
 		}
-		s.ctl = &conn{c: c}
+		s.ctl = newUnixConn(c)
 	}
 	ready := make(chan *message, 1)
 	s.waiters[""] = ready

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -88,19 +89,22 @@ type rusage struct {
 
 // conn is the driver's end of the control socket; it uses Go's netpoller, so a daemon with many
 // sandboxes does not park one thread per sandbox.
-// Its socket can be replaced (swap) when init dials again (see redial.go).
+// Its socket can be replaced (swap) when init dials again (see redial.go); sends and the reader
+// load it without a lock.
 type conn struct {
-	mu     sync.Mutex // guards c and closed
-	c      *net.UnixConn
+	c      atomic.Pointer[net.UnixConn]
+	mu     sync.Mutex // orders swap and close
 	closed bool
 }
 
-// sock returns the current socket.
-func (c *conn) sock() *net.UnixConn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.c
+func newUnixConn(c *net.UnixConn) *conn {
+	cc := &conn{}
+	cc.c.Store(c)
+	return cc
 }
+
+// sock returns the current socket.
+func (c *conn) sock() *net.UnixConn { return c.c.Load() }
 
 // swap replaces the socket with nc, closing the old one, and reports whether it did: a closed conn
 // closes nc instead.
@@ -111,8 +115,7 @@ func (c *conn) swap(nc *net.UnixConn) bool {
 		nc.Close()
 		return false
 	}
-	c.c.Close()
-	c.c = nc
+	c.c.Swap(nc).Close()
 	return true
 }
 
@@ -127,7 +130,7 @@ func newConn(f *os.File) (*conn, error) {
 		fc.Close()
 		return nil, fmt.Errorf("control socket: not a unix socket")
 	}
-	return &conn{c: uc}, nil
+	return newUnixConn(uc), nil
 }
 
 // socketPair returns the driver's and init's ends of a new control socket.
@@ -190,7 +193,7 @@ func (c *conn) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	return c.c.Close()
+	return c.sock().Close()
 }
 
 // initConn is init's end: plain blocking syscalls on init's one locked thread — no netpoller, no

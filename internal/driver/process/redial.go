@@ -243,7 +243,7 @@ func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, erro
 			return c, nil
 		}
 		c.SetReadDeadline(time.Now().Add(helloTimeout))
-		cc := &conn{c: c}
+		cc := newUnixConn(c)
 		m, err := cc.recv(buf)
 		if err == nil {
 			m.closeFiles()
