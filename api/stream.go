@@ -5,7 +5,10 @@ import "time"
 // Event is something that happened to a sandbox: a lifecycle transition, an exec's start or end,
 // a limit hit.
 type Event struct {
-	ID          string         `json:"id"` // evt_…
+	ID string `json:"id"` // evt_…
+	// Seq is the event's place in the audit log, which orders every event of the daemon; it is
+	// the cursor of the events API (after=, and Last-Event-ID when following).
+	Seq         int64          `json:"seq,omitempty"`
 	Type        string         `json:"type"`
 	Time        time.Time      `json:"time"`
 	SandboxID   string         `json:"sandboxId"`

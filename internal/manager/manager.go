@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/audit"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -34,6 +35,8 @@ type Config struct {
 	// SnapshotDir is where snapshots' content is stored (internal/snapshot). "" means the
 	// daemon offers no snapshots.
 	SnapshotDir string
+	// Sinks get every event once it is in the audit log (webhooks, metrics).
+	Sinks []audit.Sink
 }
 
 func (c *Config) setDefaults() {

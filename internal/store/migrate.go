@@ -107,6 +107,20 @@ CREATE INDEX snapshots_sandbox ON snapshots(sandbox_id, created_at);
 CREATE INDEX snapshots_layer ON snapshots(layer_digest);
 ALTER TABLE sandboxes ADD COLUMN instance TEXT NOT NULL DEFAULT '';
 `,
+	// 5: the audit log: every event hashes the one before it (internal/audit). The chain row
+	// holds the head (the last event written) and the anchor (the last event retention removed,
+	// from which the remaining chain starts).
+	`
+ALTER TABLE events ADD COLUMN hash TEXT NOT NULL DEFAULT '';
+CREATE INDEX events_tenant ON events(tenant, seq);
+CREATE TABLE audit_chain (
+	id          INTEGER PRIMARY KEY CHECK (id = 1),
+	head_seq    INTEGER NOT NULL,
+	head_hash   TEXT NOT NULL,
+	anchor_seq  INTEGER NOT NULL,
+	anchor_hash TEXT NOT NULL
+);
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

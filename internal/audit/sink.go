@@ -1,0 +1,9 @@
+package audit
+
+import "github.com/airlockrun/airlock/internal/store"
+
+// Sink receives events once they are in the log, in the log's order, each with its sequence
+// number. Publish is called from the log's writer: it must not block (queue and return).
+type Sink interface {
+	Publish(evs []store.TenantEvent)
+}
