@@ -6,7 +6,7 @@ BIN      := bin/airlock
 # A static binary: no dynamic loader at every sandbox start, same binary on every host.
 export CGO_ENABLED := 0
 
-.PHONY: all deps build run demo test bench bench-daemon bench-network bench-container bench-snapshot vet fmt clean
+.PHONY: all deps build run demo test bench bench-daemon bench-network bench-container bench-snapshot bench-audit vet fmt clean
 
 all: build
 
@@ -46,12 +46,17 @@ bench: deps build
 	$(GO) run ./test/bench/network
 	$(GO) run ./test/bench/container -airlock $(BIN)
 	$(GO) run ./test/bench/snapshot -airlock $(BIN)
+	$(GO) run ./test/bench/audit -airlock $(BIN)
 
 bench-container: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)
 
 bench-snapshot: deps build
 	$(GO) run ./test/bench/snapshot -n 10 -airlock $(BIN)
+
+# The audit log: events/s into the hash-chained log, and exec round trips with audit on and off.
+bench-audit: deps build
+	$(GO) run ./test/bench/audit -airlock $(BIN)
 
 bench-network: deps
 	$(GO) run ./test/bench/network

@@ -38,8 +38,41 @@ const (
 	// EventNetworkPolicy is a live change of the network policy. Data: egressPolicy,
 	// allowedDomains.
 	EventNetworkPolicy = "network.policy"
-	// Limit events use the types of ExecResult.LimitEvents: limit.memory, limit.pids, ...
+	// EventExecFiles lists the files an exec created, modified and deleted in the sandbox's
+	// writable layer. Data: created, modified, deleted (sandbox paths, at most 1000 each),
+	// nCreated, nModified, nDeleted (the full counts), truncated, and concurrentExecutions:
+	// execs that started before the scan after this one's end, whose first changes may be here.
+	EventExecFiles = "exec.files"
+	// EventFilesChanged lists files changed between execs (through the files API, or by a
+	// background process), with the same Data as exec.files and no execution ID.
+	EventFilesChanged = "files.changed"
+	// EventAPIRequest is an API call that changed something or was refused: who (keyId), what
+	// (method, path, status, code), from where (remote, userAgent), durationMs.
+	EventAPIRequest = "api.request"
+	// Limit events use the types of ExecResult.LimitEvents: limit.memory, limit.pids,
+	// limit.disk, limit.timeout, ...; a sandbox ended by its maxDurationSeconds also gets a
+	// limit.timeout event (Data: scope "sandbox", seconds).
 )
+
+// Replay is one sandbox's recorded history, ordered for display (GET .../replay).
+type Replay struct {
+	Sandbox Sandbox       `json:"sandbox"`
+	Entries []ReplayEntry `json:"entries"`
+	// Truncated says that the history is longer than a replay shows (100,000 events).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// ReplayEntry is one moment of a replay: an event, when it happened relative to the sandbox's
+// creation, and for an exec.exited event the exec's record with its command and output.
+type ReplayEntry struct {
+	Seq         int64      `json:"seq"`
+	Time        time.Time  `json:"time"`
+	OffsetMs    int64      `json:"offsetMs"`
+	Type        string     `json:"type"`
+	ExecutionID string     `json:"executionId,omitempty"`
+	Event       Event      `json:"event"`
+	Exec        *Execution `json:"exec,omitempty"`
+}
 
 // EventPage is one page of a sandbox's recorded events.
 type EventPage struct {

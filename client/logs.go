@@ -47,30 +47,15 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, fn func(a
 		}
 		return nil
 	}
-	f := &follower{c: c, id: id, last: opts.Since, fn: fn}
-	failures := 0
-	for {
-		delivered := f.delivered
-		err := f.stream(ctx)
-		if errors.Is(err, errEnd) {
-			return nil
-		}
-		if _, dropped := err.(*droppedError); !dropped {
-			return err
-		}
-		if f.delivered > delivered {
-			failures = 0
-		}
-		if failures++; failures > maxReconnects {
-			return fmt.Errorf("airlock client: following logs of %s: %w", id, err)
-		}
-		backoff := min(100*time.Millisecond<<(failures-1), time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-	}
+	f := &follower[api.LogEntry]{c: c, what: "logs of " + id, path: sandboxPath(id, "/logs"), event: "log", last: opts.Since, fn: fn,
+		query: func(last int64) url.Values { return logQuery(last, true) },
+		seq:   func(e api.LogEntry) int64 { return e.Seq },
+		page: func(resp *http.Response) ([]api.LogEntry, error) {
+			var entries []api.LogEntry
+			err := decodeData(resp, &entries)
+			return entries, err
+		}}
+	return f.follow(ctx)
 }
 
 func logQuery(since int64, follow bool) url.Values {
@@ -93,20 +78,53 @@ type droppedError struct{ err error }
 func (e *droppedError) Error() string { return "stream interrupted: " + e.err.Error() }
 func (e *droppedError) Unwrap() error { return e.err }
 
-// follower is one Logs call with Follow, across reconnections.
-type follower struct {
+// follower is one followed stream (logs, events) across reconnections: each reconnection
+// resumes after the last item delivered, so none is delivered twice.
+type follower[T any] struct {
 	c         *Client
-	id        string
-	last      int64 // Seq of the last entry delivered, or Since
-	delivered int   // entries delivered so far
-	connected bool  // a stream was opened once, so a failure to connect is worth retrying
-	fn        func(api.LogEntry) error
+	what      string // for errors: "logs of sbx_…"
+	path      string
+	query     func(last int64) url.Values // the stream's query, resuming after last
+	event     string                      // the SSE event name of an item
+	seq       func(T) int64
+	page      func(*http.Response) ([]T, error) // reads the answer of a daemon that does not stream
+	last      int64                             // seq of the last item delivered, or where to start
+	delivered int                               // items delivered so far
+	connected bool                              // a stream was opened once, so a failure to connect is worth retrying
+	fn        func(T) error
+}
+
+// follow streams until the daemon ends the stream (nil), fn fails, ctx ends, or reconnecting
+// fails maxReconnects times in a row without bringing anything.
+func (f *follower[T]) follow(ctx context.Context) error {
+	failures := 0
+	for {
+		delivered := f.delivered
+		err := f.stream(ctx)
+		if errors.Is(err, errEnd) {
+			return nil
+		}
+		if _, dropped := err.(*droppedError); !dropped {
+			return err
+		}
+		if f.delivered > delivered {
+			failures = 0
+		}
+		if failures++; failures > maxReconnects {
+			return fmt.Errorf("airlock client: following %s: %w", f.what, err)
+		}
+		backoff := min(100*time.Millisecond<<(failures-1), time.Second)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // stream reads one SSE connection until it ends: errEnd, a *droppedError, or an error to return.
-func (f *follower) stream(ctx context.Context) error {
-	resp, err := f.c.send(ctx, request{method: http.MethodGet, path: sandboxPath(f.id, "/logs"),
-		query: logQuery(f.last, true), accept: "text/event-stream"})
+func (f *follower[T]) stream(ctx context.Context) error {
+	resp, err := f.c.send(ctx, request{method: http.MethodGet, path: f.path, query: f.query(f.last), accept: "text/event-stream"})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -120,12 +138,12 @@ func (f *follower) stream(ctx context.Context) error {
 	f.connected = true
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		// A daemon that does not stream answers with what it has.
-		var entries []api.LogEntry
-		if err := decodeData(resp, &entries); err != nil {
+		items, err := f.page(resp)
+		if err != nil {
 			return err
 		}
-		for _, e := range entries {
-			if err := f.deliver(e); err != nil {
+		for _, it := range items {
+			if err := f.deliver(it); err != nil {
 				return err
 			}
 		}
@@ -144,12 +162,12 @@ func (f *follower) stream(ctx context.Context) error {
 			return &droppedError{err}
 		}
 		switch ev.event {
-		case "log", "message":
-			var e api.LogEntry
-			if err := json.Unmarshal(ev.data, &e); err != nil {
-				return fmt.Errorf("airlock client: following logs of %s: bad entry: %w", f.id, err)
+		case f.event, "message":
+			var it T
+			if err := json.Unmarshal(ev.data, &it); err != nil {
+				return fmt.Errorf("airlock client: following %s: bad entry: %w", f.what, err)
 			}
-			if err := f.deliver(e); err != nil {
+			if err := f.deliver(it); err != nil {
 				return err
 			}
 		case "end":
@@ -160,16 +178,16 @@ func (f *follower) stream(ctx context.Context) error {
 	}
 }
 
-// deliver hands e to fn unless a resumed stream repeats it.
-func (f *follower) deliver(e api.LogEntry) error {
-	if f.delivered > 0 && e.Seq <= f.last {
+// deliver hands it to fn unless a resumed stream repeats it.
+func (f *follower[T]) deliver(it T) error {
+	if f.delivered > 0 && f.seq(it) <= f.last {
 		return nil
 	}
-	if err := f.fn(e); err != nil {
+	if err := f.fn(it); err != nil {
 		return err
 	}
 	f.delivered++
-	f.last = e.Seq
+	f.last = f.seq(it)
 	return nil
 }
 

@@ -7,3 +7,9 @@ import "github.com/airlockrun/airlock/internal/store"
 type Sink interface {
 	Publish(evs []store.TenantEvent)
 }
+
+// SinkFunc is a function that is a Sink.
+type SinkFunc func(evs []store.TenantEvent)
+
+// Publish calls f.
+func (f SinkFunc) Publish(evs []store.TenantEvent) { f(evs) }

@@ -33,7 +33,8 @@ func verbs() []verb {
 		{"exec", "exec [-it] ID [--] CMD...      run a command in a sandbox; exits with its status", execCmd},
 		{"logs", "logs [-f] ID                   a sandbox's output and events", logsCmd},
 		{"cp", "cp SRC DST                     copy a file in (LOCAL ID:/PATH) or out (ID:/PATH LOCAL)", cpCmd},
-		{"events", "events [--type T] ID           a sandbox's recorded events (network decisions...)", eventsCmd},
+		{"events", "events [-f] [--type T] [ID]    audit events of a sandbox, or of all the tenant's; -f follows", eventsCmd},
+		{"replay", "replay ID                      a sandbox's recorded history as a timeline", replayCmd},
 		{"network", "network ID --network P [--allow-domain D]...   change a sandbox's network policy live", networkCmd},
 		{"pause", "pause ID...                    freeze every process of sandboxes", pauseCmd},
 		{"resume", "resume ID...                   thaw paused sandboxes", resumeCmd},
@@ -45,6 +46,8 @@ func verbs() []verb {
 		{"pull", "pull [--data-dir DIR] REF      pull an OCI image into the data dir (the daemon's with AIRLOCK_HOST)", pullCmd},
 		{"images", "images [ls [--json] | rm REF... | prune]   the data dir's images (the daemon's with AIRLOCK_HOST)", imagesCmd},
 		{"pool", "pool [ls [--json] | inspect NAME | put NAME --size N [flags] | rm NAME...]   the daemon's warm pools", poolCmd},
+		{"webhooks", "webhooks [ls | add URL [--event T]... | inspect ID | rm ID... | deliveries ID | test ID]   the tenant's webhooks", webhooksCmd},
+		{"audit", "audit verify [--data-dir DIR]  check the audit log's hash chain; names the first bad event", auditCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
 		{"version", "version                        print the version", versionCmd},
 	}
@@ -80,9 +83,10 @@ func usage(w io.Writer) {
 
 // newLogger logs to stderr at the level in AIRLOCK_LOG (debug, info, warn, error; default warn),
 // so that a one-shot run prints nothing of its own unless something is wrong.
-func newLogger(w io.Writer) *slog.Logger { return newLoggerAt(w, os.Getenv("AIRLOCK_LOG")) }
+func newLogger(w io.Writer) *slog.Logger { return newLoggerAt(w, os.Getenv("AIRLOCK_LOG"), "text") }
 
-func newLoggerAt(w io.Writer, level string) *slog.Logger {
+// newLoggerAt logs to w at level, as text or (format "json") one JSON object per record.
+func newLoggerAt(w io.Writer, level, format string) *slog.Logger {
 	lvl := slog.LevelWarn
 	switch strings.ToLower(level) {
 	case "debug":
@@ -91,6 +95,9 @@ func newLoggerAt(w io.Writer, level string) *slog.Logger {
 		lvl = slog.LevelInfo
 	case "error":
 		lvl = slog.LevelError
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
 }

@@ -85,6 +85,8 @@ func eventText(ev api.Event) string {
 		return fmt.Sprintf("%s started: %s", ev.ExecutionID, cmd)
 	case api.EventExecExited:
 		return fmt.Sprintf("%s exited with status %s after %sms", ev.ExecutionID, str("exitCode"), str("durationMs"))
+	case api.EventExecFiles:
+		return filesText(ev.Data)
 	case api.EventNetworkDNS, api.EventNetworkConnect:
 		if str("decision") == "deny" {
 			return ev.Message + ": " + str("reason")
@@ -95,4 +97,23 @@ func eventText(ev api.Event) string {
 		return ev.Type + ": " + ev.Message
 	}
 	return ev.Type
+}
+
+// filesText is an exec.files event on one line: +created ~modified -deleted.
+func filesText(d map[string]any) string {
+	var parts []string
+	for _, k := range []struct{ key, count, sign string }{{"created", "nCreated", "+"}, {"modified", "nModified", "~"}, {"deleted", "nDeleted", "-"}} {
+		paths, _ := d[k.key].([]any)
+		for i, p := range paths {
+			if i == 5 {
+				parts = append(parts, fmt.Sprintf("%s…(%v in all)", k.sign, d[k.count]))
+				break
+			}
+			parts = append(parts, k.sign+fmt.Sprint(p))
+		}
+	}
+	if len(parts) == 0 {
+		return "no files changed"
+	}
+	return "files " + strings.Join(parts, " ")
 }

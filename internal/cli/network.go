@@ -1,12 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"text/tabwriter"
-	"time"
 
-	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -49,45 +45,5 @@ func networkCmd(e *env, args []string) int {
 	} else {
 		fmt.Fprintf(e.stdout, "%s: %s\n", sb.ID, networkText(sb.Spec.Network))
 	}
-	return 0
-}
-
-// eventsCmd is `airlock events ID`: a sandbox's recorded events (network decisions, policy
-// changes), oldest first.
-func eventsCmd(e *env, args []string) int {
-	r := newRemote(e, "events", "[--type PREFIX] [--exec EXEC_ID] [--json] ID")
-	typ := r.fs.String("type", "", "only events whose type starts with this, e.g. network. or network.connect")
-	execID := r.fs.String("exec", "", "only events of this exec")
-	asJSON := r.fs.Bool("json", false, "print one JSON event per line")
-	id, code := r.oneID(args)
-	if code >= 0 {
-		return code
-	}
-	ctx, stop := interruptible()
-	defer stop()
-	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-	if !*asJSON {
-		fmt.Fprintln(tw, "TIME\tTYPE\tEXEC\tEVENT")
-	}
-	opts := client.EventOptions{Type: *typ, ExecutionID: *execID}
-	enc := json.NewEncoder(e.stdout)
-	for {
-		page, err := r.c.Events(ctx, id, opts)
-		if err != nil {
-			return r.fail(err, nil)
-		}
-		for _, ev := range page.Events {
-			if *asJSON {
-				enc.Encode(ev)
-				continue
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ev.Time.Local().Format(time.TimeOnly), ev.Type, dash(ev.ExecutionID), eventText(ev))
-		}
-		if len(page.Events) == 0 || page.Next == opts.After {
-			break
-		}
-		opts.After = page.Next
-	}
-	tw.Flush()
 	return 0
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -48,8 +49,8 @@ func serveCmd(e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := e.log
-	if os.Getenv("AIRLOCK_LOG") == "" {
-		log = newLoggerAt(e.stderr, "info")
+	if level := os.Getenv("AIRLOCK_LOG"); level == "" || cfg.LogFormat == "json" {
+		log = newLoggerAt(e.stderr, cmp.Or(level, "info"), cfg.LogFormat)
 	}
 	d, err := daemon.Start(ctx, cfg, Version, log)
 	if err != nil {

@@ -58,6 +58,42 @@ type Config struct {
 	// refillPerSecond, maxAgeSeconds). Pools can also be made through the API; those are stored
 	// in the database, and one of a name given here is ignored.
 	Pools []api.Pool `json:"pools"`
+	// Webhooks configures the delivery of events to the tenants' webhooks.
+	Webhooks WebhooksConfig `json:"webhooks"`
+	// Audit configures the audit log (internal/audit): every event, hash-chained.
+	Audit AuditConfig `json:"audit"`
+	// LogFormat is the daemon's own log: text (default) or json (slog's JSON handler; records
+	// about a sandbox carry its sandbox, tenant and exec IDs as fields).
+	LogFormat string `json:"logFormat"`
+}
+
+// AuditConfig configures the audit log.
+type AuditConfig struct {
+	// Disabled stores no events (the events API then answers empty pages; webhooks, metrics
+	// and the logs stream still get every event). For measuring audit's cost, not production.
+	Disabled bool `json:"disabled"`
+	// RetentionDays removes events older than this many days, oldest first, keeping the
+	// remaining chain verifiable from the last one removed (0: keep every event).
+	RetentionDays int `json:"retentionDays"`
+	// MaxEvents removes the oldest events beyond this many (0: no cap).
+	MaxEvents int64 `json:"maxEvents"`
+}
+
+// WebhooksConfig configures webhook deliveries (internal/webhook).
+type WebhooksConfig struct {
+	// AllowPrivateNetworks lets webhooks reach loopback, private (RFC 1918, fc00::/7), CGNAT and
+	// link-local addresses, e.g. a receiver on the daemon's own host. Off by default, so that a
+	// tenant cannot make the daemon probe its own network. Cloud metadata addresses are never
+	// reached.
+	AllowPrivateNetworks bool `json:"allowPrivateNetworks"`
+	// MaxAttempts is how many times a delivery is tried before it fails (default 8, at most 50).
+	MaxAttempts int `json:"maxAttempts"`
+	// TimeoutSeconds bounds one attempt: connecting, sending and reading the answer (default 10,
+	// at most 300).
+	TimeoutSeconds int `json:"timeoutSeconds"`
+	// QueueSize is how many deliveries may wait in memory to be recorded; beyond it they are
+	// dropped (and counted as such). Default 10000.
+	QueueSize int `json:"queueSize"`
 }
 
 // ContainerConfig configures the container level.
@@ -149,6 +185,7 @@ func Default() Config {
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
+		Webhooks:  WebhooksConfig{MaxAttempts: 8, TimeoutSeconds: 10, QueueSize: 10000},
 	}
 }
 
@@ -189,6 +226,12 @@ func (c Config) Validate() error {
 	if err := c.checkListen(); err != nil {
 		return err
 	}
+	if c.Audit.RetentionDays < 0 || c.Audit.MaxEvents < 0 {
+		return fmt.Errorf("config: audit.retentionDays and audit.maxEvents must not be negative")
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("config: logFormat must be text or json (got %q)", c.LogFormat)
+	}
 	if c.Database.Sync != "normal" && c.Database.Sync != "full" {
 		return fmt.Errorf("config: database.sync must be normal or full (got %q)", c.Database.Sync)
 	}
@@ -212,6 +255,13 @@ func (c Config) Validate() error {
 	}
 	if c.Images.MaxImageSizeMb < 1 {
 		return errors.New("config: images.maxImageSizeMb must be ≥ 1")
+	}
+	if w := c.Webhooks; w.MaxAttempts < 1 || w.MaxAttempts > 50 {
+		return fmt.Errorf("config: webhooks.maxAttempts must be between 1 and 50 (got %d)", w.MaxAttempts)
+	} else if w.TimeoutSeconds < 1 || w.TimeoutSeconds > 300 {
+		return fmt.Errorf("config: webhooks.timeoutSeconds must be between 1 and 300 (got %d)", w.TimeoutSeconds)
+	} else if w.QueueSize < 1 {
+		return fmt.Errorf("config: webhooks.queueSize must be ≥ 1 (got %d)", w.QueueSize)
 	}
 	// The container level maps the range after the process level's.
 	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+2*65536 > 1<<32-1 {

@@ -33,6 +33,10 @@ func TestLoad(t *testing.T) {
 		{"resolver without port", `{"network":{"resolvers":["192.0.2.53"]}}`, "network.resolvers[0]"},
 		{"trusted host not an address", `{"network":{"trustedHosts":{"llm.internal":"llm.corp"}}}`, "trustedHosts[llm.internal]"},
 		{"secret from an unset variable", `{"network":{"secrets":{"k":"env:AIRLOCK_TEST_NOT_SET"}}}`, "AIRLOCK_TEST_NOT_SET"},
+		{"webhooks section", `{"webhooks":{"allowPrivateNetworks":true,"maxAttempts":3,"timeoutSeconds":5,"queueSize":100}}`, ""},
+		{"webhooks zero attempts", `{"webhooks":{"maxAttempts":0}}`, "webhooks.maxAttempts"},
+		{"webhooks long timeout", `{"webhooks":{"timeoutSeconds":301}}`, "webhooks.timeoutSeconds"},
+		{"webhooks negative queue", `{"webhooks":{"queueSize":-1}}`, "webhooks.queueSize"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")

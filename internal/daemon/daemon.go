@@ -16,11 +16,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/audit"
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/manager"
+	"github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/server"
 	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/webhook"
 )
 
 // ShutdownGrace bounds how long a stopping daemon waits for requests in flight.
@@ -33,6 +36,7 @@ type Daemon struct {
 	lock  *os.File
 	store *store.Store
 	m     *manager.Manager
+	hooks *webhook.Dispatcher
 	srv   *http.Server
 	ln    net.Listener
 }
@@ -68,8 +72,20 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	// One image store for the levels (image: on create) and the image API.
 	images, imagesErr := levels.Images(cfg, log)
 	drivers := levels.Registry(cfg, network, images, log)
+	// One set of metrics: the manager times creates and execs, GET /metrics serves them, and the
+	// sandbox and pool gauges are read from the manager at each scrape.
+	mx := metrics.New()
+	// Webhooks get every event from the audit log: started before the manager (whose recovery
+	// already publishes), stopped after it (so that its last events are recorded).
+	d.hooks = webhook.New(d.store, webhookConfig(cfg.Webhooks, mx), log.With("component", "webhook"))
+	if err := d.hooks.Start(ctx); err != nil {
+		return nil, err
+	}
 	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant,
-		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots")}, drivers, d.store, log.With("component", "manager"))
+		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: mx, Audit: auditConfig(cfg.Audit, mx),
+		Sinks: []audit.Sink{d.hooks}}, drivers, d.store, log.With("component", "manager"))
+	mx.SetSandboxSource(d.m.SandboxCounts)
+	mx.SetPoolSource(d.m.Pools)
 	network.SetSink(d.m.NetworkEvent)
 	if err := d.m.Recover(ctx); err != nil {
 		return nil, err
@@ -77,7 +93,8 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	if err := d.m.StartPools(ctx, cfg.Pools); err != nil {
 		return nil, err
 	}
-	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version},
+	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version,
+		Metrics: mx.Handler(), Webhooks: d.hooks},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	d.srv = &http.Server{
 		Handler:           api,
@@ -128,6 +145,13 @@ func (d *Daemon) close() {
 	if d.m != nil {
 		d.m.Close()
 	}
+	if d.hooks != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := d.hooks.Close(ctx); err != nil {
+			d.log.Warn("webhooks did not stop in time", "err", err)
+		}
+		cancel()
+	}
 	if d.store != nil {
 		d.store.Close()
 	}
@@ -150,4 +174,22 @@ func lockDataDir(dir string) (*os.File, error) {
 	f.Truncate(0)
 	fmt.Fprintf(f, "%d\n", os.Getpid())
 	return f, nil
+}
+
+// auditConfig is the audit log's configuration: the operator's retention, and the metrics as a
+// sink of every event (limit hits, egress decisions) and a counter of what was written.
+func auditConfig(c config.AuditConfig, mx *metrics.Metrics) audit.Config {
+	return audit.Config{Disabled: c.Disabled, Retention: time.Duration(c.RetentionDays) * 24 * time.Hour, MaxEvents: c.MaxEvents,
+		Written: mx.AuditWritten, Dropped: mx.AuditDropped,
+		Sinks: []audit.Sink{audit.SinkFunc(func(evs []store.TenantEvent) {
+			for _, e := range evs {
+				mx.Observe(e.Event)
+			}
+		})}}
+}
+
+// webhookConfig is the webhook dispatcher's configuration, its outcomes counted in the metrics.
+func webhookConfig(c config.WebhooksConfig, mx *metrics.Metrics) webhook.Config {
+	return webhook.Config{AllowPrivateNetworks: c.AllowPrivateNetworks, MaxAttempts: c.MaxAttempts,
+		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, QueueSize: c.QueueSize, OnDelivery: mx.WebhookDelivery}
 }

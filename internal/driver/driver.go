@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
 // Driver is an isolation level. Implementations register themselves by name (see Register).
@@ -132,6 +133,28 @@ type Snapshotter interface {
 	// SavesMemory reports whether Snapshot saves this sandbox's processes when given mem (its
 	// level lists FeatureSnapshotMemory, and its runtime can).
 	SavesMemory() bool
+}
+
+// Layerer is a sandbox whose writable layer the host can read, for the files an exec changed
+// (audit: internal/fsdiff scans the layer before and after).
+type Layerer interface {
+	// Layer says where the host reads the sandbox's writable layer; it stays valid until Destroy.
+	// It fails with errdefs.ErrUnavailable, saying why, where the level cannot read the layer, and
+	// with errdefs.ErrConflict while the sandbox cannot hand it over (paused before it ever did).
+	Layer(ctx context.Context) (Layer, error)
+}
+
+// Layer is a sandbox's writable layer as the host reads it, live: a scan sees writes as they
+// happen.
+type Layer struct {
+	// Dir holds the layer; Layout names its top-level entries and the sandbox paths they are
+	// seen at.
+	Dir    string
+	Layout snapshot.Layout
+	// Lowers are the read-only directories under the layer's overlay (an image's layers or a
+	// rootfs directory), top first, as the host reads them, seen at the sandbox's root; none for
+	// a sandbox on the host's template.
+	Lowers []string
 }
 
 // Restorer is a level that can start a sandbox from a snapshot: Create, with the writable layer

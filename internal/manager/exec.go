@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +44,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	if err != nil {
 		return api.ExecResult{}, err
 	}
+	defer m.cfg.Metrics.ObserveExec(b.level(), time.Now())
 	sb, err := m.begin(ctx, b, "exec", true)
 	if err != nil {
 		return api.ExecResult{}, err
@@ -54,7 +56,9 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	if err := m.store.StartExec(ctx, api.Execution{ID: execID, SandboxID: id, Command: req.Command, Status: api.ExecRunning, StartedAt: started}); err != nil {
 		return api.ExecResult{}, fmt.Errorf("record exec: %w", err)
 	}
-	b.logs.event(id, execID, api.EventExecStarted, strings.Join(req.Command, " "), map[string]any{"command": []string(req.Command)})
+	ten := b.owner()
+	m.recordEvent(b, ten, api.Event{Type: api.EventExecStarted, Time: started, ExecutionID: execID,
+		Message: "$ " + strings.Join(req.Command, " "), Data: execStartData(req, st)})
 	b.execStarted(execID, started)
 	defer b.execEnded(execID)
 	if st.Started != nil {
@@ -77,6 +81,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 		ectx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout*float64(time.Second)))
 		defer cancel()
 	}
+	scan := m.scanBefore(ctx, b, sb)
 	res, err := sb.Exec(ectx, dreq)
 	if err != nil {
 		// The command could not run at all (the sandbox went away under it): say so in the record.
@@ -91,14 +96,62 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	if ferr := m.store.FinishExec(context.WithoutCancel(ctx), execID, res, time.Now().UTC()); ferr != nil {
 		return api.ExecResult{}, fmt.Errorf("record exec result: %w", ferr)
 	}
-	for _, le := range res.LimitEvents {
-		b.logs.event(id, execID, le.Type, le.Message, map[string]any{"count": le.Count})
+	if scan {
+		m.queueScan(b, scanJob{execID: execID, tenant: ten, end: time.Now()})
 	}
-	b.logs.event(id, execID, api.EventExecExited, fmt.Sprintf("exit %d", res.ExitCode), map[string]any{"exitCode": res.ExitCode, "durationMs": res.DurationMs})
+	for _, le := range res.LimitEvents {
+		m.recordEvent(b, ten, api.Event{Type: le.Type, ExecutionID: execID, Message: le.Message, Data: map[string]any{"count": le.Count, "scope": "exec"}})
+	}
+	m.recordEvent(b, ten, api.Event{Type: api.EventExecExited, ExecutionID: execID,
+		Message: fmt.Sprintf("exit %d after %d ms", res.ExitCode, res.DurationMs), Data: execExitData(res)})
 	if err != nil {
 		return res, errdefs.New(errdefs.ErrConflict, "exec in sandbox %s: %v", id, err)
 	}
 	return res, nil
+}
+
+// execStartData is what an exec.started event says of the request: the command, its workdir and
+// timeout, and the names (never the values) of the variables it set.
+func execStartData(req api.ExecRequest, st Stream) map[string]any {
+	d := map[string]any{"command": []string(req.Command)}
+	if req.Workdir != "" {
+		d["workdir"] = req.Workdir
+	}
+	if req.Timeout > 0 {
+		d["timeout"] = req.Timeout
+	}
+	if len(req.Env) > 0 {
+		names := make([]string, 0, len(req.Env))
+		for k := range req.Env {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		d["envNames"] = names
+	}
+	if st.TTY {
+		d["tty"] = true
+	}
+	if st.Stdout != nil {
+		d["interactive"] = true
+	}
+	return d
+}
+
+// execExitData is what an exec.exited event says of the result.
+func execExitData(res api.ExecResult) map[string]any {
+	d := map[string]any{"exitCode": res.ExitCode, "durationMs": res.DurationMs,
+		"peakMemoryMb": res.ResourceUsage.PeakMemoryMB, "cpuTimeMs": res.ResourceUsage.CPUTimeMs,
+		"networkEgressBytes": res.ResourceUsage.NetworkEgressBytes}
+	if res.TimedOut {
+		d["timedOut"] = true
+	}
+	if res.OOMKilled {
+		d["oomKilled"] = true
+	}
+	if res.Truncated {
+		d["truncated"] = true
+	}
+	return d
 }
 
 func dropTimeout(evs []api.LimitEvent) []api.LimitEvent {

@@ -38,7 +38,12 @@ func (m *Manager) Files(ctx context.Context, id string) (*Files, error) {
 		m.done(b)
 		return nil, fmt.Errorf("open the files of sandbox %s: %w", id, err)
 	}
-	return &Files{Root: fsroot.NewAsOwner(dir, uid, gid), workdir: b.spec.Workdir, release: func() { m.done(b) }}, nil
+	release := func() {
+		// What the files API changed is no exec's: a scan now reports it apart (files.changed).
+		m.queueScan(b, scanJob{tenant: b.owner()})
+		m.done(b)
+	}
+	return &Files{Root: fsroot.NewAsOwner(dir, uid, gid), workdir: b.spec.Workdir, release: release}, nil
 }
 
 // Close releases the filesystem.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
-	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
@@ -43,14 +42,6 @@ func (r *logRing) add(e api.LogEntry) {
 	}
 	close(r.wake)
 	r.wake = make(chan struct{})
-}
-
-// event appends an event entry.
-func (r *logRing) event(sandboxID, execID, typ, msg string, data map[string]any) {
-	r.add(api.LogEntry{Stream: api.StreamEvent, ExecutionID: execID, Event: &api.Event{
-		ID: sandbox.NewID("evt_"), Type: typ, Time: time.Now().UTC(), SandboxID: sandboxID,
-		ExecutionID: execID, Message: msg, Data: data,
-	}})
 }
 
 // writer returns an io.Writer that appends output chunks of one stream of an exec, and passes

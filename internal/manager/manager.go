@@ -16,6 +16,7 @@ import (
 	"github.com/airlockrun/airlock/internal/audit"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 	"github.com/airlockrun/airlock/internal/store"
@@ -35,8 +36,14 @@ type Config struct {
 	// SnapshotDir is where snapshots' content is stored (internal/snapshot). "" means the
 	// daemon offers no snapshots.
 	SnapshotDir string
-	// Sinks get every event once it is in the audit log (webhooks, metrics).
+	// Audit configures the audit log (retention, or no stored events at all); its Sinks get
+	// every event once it is in the log (webhooks, metrics).
+	Audit audit.Config
+	// Sinks are added to Audit.Sinks.
 	Sinks []audit.Sink
+	// Metrics times creates and execs (airlock_sandbox_create_seconds, airlock_exec_seconds);
+	// nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -67,7 +74,7 @@ type Manager struct {
 	// late reader the last output; oldest first.
 	ended []*box
 
-	events *eventLog
+	events *audit.Log
 
 	// claiming counts each tenant's claims from warm pools in flight, for the quota.
 	claiming map[string]int
@@ -108,6 +115,8 @@ type box struct {
 	restoring  bool           // a restore is about to replace sb: no new operations
 
 	op sync.Mutex // orders snapshots and restores of the sandbox
+
+	scans layerScans // the last scan of the writable layer, for exec.files events
 }
 
 // New returns a manager over the given drivers and store, and starts its timekeeper. Call
@@ -116,7 +125,10 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 	cfg.setDefaults()
 	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{}),
 		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st),
-		events: newEventLog(st, log)}
+	}
+	acfg := cfg.Audit
+	acfg.Sinks = append(append([]audit.Sink(nil), acfg.Sinks...), cfg.Sinks...)
+	m.events = audit.New(st, acfg, log.With("component", "audit"))
 	if cfg.SnapshotDir == "" {
 		m.snapsErr = errors.New("this daemon has no snapshot store configured")
 	} else if m.snaps, m.snapsErr = snapshot.Open(cfg.SnapshotDir); m.snapsErr != nil {
@@ -130,7 +142,7 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 	}()
 	go func() {
 		defer m.wg.Done()
-		m.events.run(m.stop)
+		m.events.Run(m.stop)
 	}()
 	return m
 }
@@ -138,6 +150,7 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 // Create validates spec, makes a sandbox for the tenant in ctx and returns it ready: claimed from
 // a warm pool of its shape when one has a sandbox ready, created cold otherwise.
 func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
+	start := time.Now()
 	ten := tenant.From(ctx)
 	var from *store.Snapshot
 	if spec.FromSnapshot != "" {
@@ -204,6 +217,7 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 		if err == nil {
 			m.log.Info("sandbox claimed", "sandbox", b.id, "tenant", ten, "pool", p.def.Name, "took", time.Since(now))
 		}
+		m.cfg.Metrics.ObserveCreate(spec.Isolation, metrics.SourcePool, start, err)
 		return view, err
 	}
 
@@ -211,7 +225,9 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	// client gave up on still ends in a recorded state.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	if err := m.provision(sctx, d, b, sandbox.ReasonReady, from); err != nil {
+	err = m.provision(sctx, d, b, sandbox.ReasonReady, from)
+	m.cfg.Metrics.ObserveCreate(spec.Isolation, createSource(from), start, err)
+	if err != nil {
 		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) {
 			return api.Sandbox{}, err
 		}
@@ -234,7 +250,7 @@ func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason
 		m.forget(b, false)
 		return fmt.Errorf("record sandbox: %w", err)
 	}
-	b.logs.event(b.id, "", api.EventSandboxStatus, "provisioning", map[string]any{"to": api.StatusProvisioning})
+	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Message: "provisioning", Data: map[string]any{"to": api.StatusProvisioning, "level": b.spec.Isolation}})
 	log := m.log.With("sandbox", b.id, "tenant", b.tenant, "level", b.spec.Isolation)
 	tDriver := time.Now()
 	var sb driver.Sandbox
@@ -403,7 +419,8 @@ func (m *Manager) transitionLocked(ctx context.Context, b *box, to, reason strin
 		return fmt.Errorf("record transition %s → %s: %w", b.status, to, err)
 	}
 	b.status, b.reason, b.updatedAt = to, reason, now
-	b.logs.event(b.id, "", api.EventSandboxStatus, reason, map[string]any{"from": t.From, "to": to, "reason": reason})
+	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: t.From + " → " + to + ": " + reason,
+		Data: map[string]any{"from": t.From, "to": to, "reason": reason}})
 	m.log.Debug("transition", "sandbox", b.id, "from", t.From, "to", to, "reason", reason)
 	return nil
 }
@@ -480,6 +497,11 @@ func (m *Manager) release(b *box, end, reason string) {
 	}
 	sb := b.sb
 	b.sb = nil
+	if reason == sandbox.ReasonTimeout {
+		secs := b.spec.Timeout.MaxDurationSeconds
+		m.recordEvent(b, b.tenant, api.Event{Type: sandbox.EventLimitTimeout, Message: fmt.Sprintf("the sandbox reached its maxDurationSeconds (%d)", secs),
+			Data: map[string]any{"scope": "sandbox", "seconds": secs}})
+	}
 	// Record the end first, so that no new exec starts, then destroy outside the lock (execs in
 	// flight return when their processes die).
 	switch {
@@ -635,7 +657,7 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 	}
 	b := m.newBox(r)
 	b.sb = sb
-	b.logs.event(r.ID, "", api.EventSandboxAdopted, "adopted by a restarted daemon", map[string]any{"status": r.Status})
+	m.recordEvent(b, r.Tenant, api.Event{Type: api.EventSandboxAdopted, Message: "adopted by a restarted daemon", Data: map[string]any{"status": r.Status}})
 	m.mu.Lock()
 	m.boxes[r.ID] = b
 	m.mu.Unlock()
@@ -657,5 +679,5 @@ func (m *Manager) Close() {
 	}
 	wg.Wait()
 	m.wg.Wait()
-	m.events.flush() // what the last teardowns reported
+	m.events.Flush() // what the last teardowns reported
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/store"
 )
 
 // NetworkEvent records one decision of a sandbox's egress proxy or DNS server (the network
@@ -25,7 +24,7 @@ func (m *Manager) NetworkEvent(id string, ev netpolicy.Event) {
 	if !ok {
 		return
 	}
-	e := api.Event{ID: sandbox.NewID("evt_"), Type: "network." + ev.Kind, Time: ev.Time.UTC(), SandboxID: id,
+	e := api.Event{ID: sandbox.NewOrderedID("evt_"), Type: "network." + ev.Kind, Time: ev.Time.UTC(), SandboxID: id,
 		Message: ev.String(), Data: netData(ev)}
 	switch ids := b.execsAt(ev.Start); len(ids) {
 	case 0:
@@ -34,8 +33,7 @@ func (m *Manager) NetworkEvent(id string, ev netpolicy.Event) {
 	default:
 		e.Data["runningExecutions"] = ids
 	}
-	b.logs.add(api.LogEntry{Stream: api.StreamEvent, ExecutionID: e.ExecutionID, Event: &e})
-	m.events.add(store.TenantEvent{Tenant: b.tenant, Event: e})
+	m.recordEvent(b, b.owner(), e)
 }
 
 func netData(ev netpolicy.Event) map[string]any {
@@ -115,30 +113,11 @@ func (m *Manager) UpdateNetwork(ctx context.Context, id string, n api.Network) (
 	b.spec = spec
 	v := b.viewLocked()
 	b.mu.Unlock()
-	e := api.Event{ID: sandbox.NewID("evt_"), Type: api.EventNetworkPolicy, Time: time.Now().UTC(), SandboxID: id,
+	e := api.Event{ID: sandbox.NewOrderedID("evt_"), Type: api.EventNetworkPolicy, Time: time.Now().UTC(), SandboxID: id,
 		Message: "network policy changed to " + spec.Network.EgressPolicy,
 		Data:    map[string]any{"egressPolicy": spec.Network.EgressPolicy, "allowedDomains": spec.Network.AllowedDomains}}
-	b.logs.add(api.LogEntry{Stream: api.StreamEvent, Event: &e})
-	m.events.add(store.TenantEvent{Tenant: b.tenant, Event: e})
+	m.recordEvent(b, b.owner(), e)
 	return v, nil
-}
-
-// Events returns a sandbox's recorded events after the cursor, filtered by type prefix.
-func (m *Manager) Events(ctx context.Context, id string, f store.EventFilter) ([]api.Event, int64, error) {
-	if _, err := m.Get(ctx, id); err != nil {
-		return nil, 0, err
-	}
-	m.events.flush()
-	f.SandboxID = id
-	evs, seqs, err := m.store.Events(ctx, f)
-	next := f.After
-	if len(seqs) > 0 {
-		next = seqs[len(seqs)-1]
-	}
-	if evs == nil {
-		evs = []api.Event{}
-	}
-	return evs, next, err
 }
 
 // redact removes credential values from a sandbox as the API shows it.
@@ -173,6 +152,19 @@ func (b *box) execStarted(id string, at time.Time) {
 		}
 	}
 	b.execs = append(b.execs, execSpan{id: id, start: at})
+}
+
+// execsStartedBetween returns the execs that started in [from, to).
+func (b *box) execsStartedBetween(from, to time.Time) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	for _, s := range b.execs {
+		if !s.start.Before(from) && s.start.Before(to) {
+			ids = append(ids, s.id)
+		}
+	}
+	return ids
 }
 
 func (b *box) execEnded(id string) {

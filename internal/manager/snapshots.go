@@ -268,6 +268,7 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	}
 	old := b.sb
 	b.sb, b.spec, b.restores = sb, next, gen
+	b.scans.drop()
 	if b.status != api.StatusReady {
 		if err := m.transitionLocked(sctx, b, api.StatusReady, sandbox.ReasonRestored); err != nil {
 			m.log.Error("record restore transition", "sandbox", id, "err", err)

@@ -72,6 +72,8 @@ func buildOpenAPI(version string) obj {
 		}
 		ok := obj{"description": "success"}
 		switch {
+		case rt.doc.rawResp && rt.doc.rawType != "":
+			ok["content"] = obj{rt.doc.rawType: obj{"schema": obj{"type": "string"}}}
 		case rt.doc.rawResp:
 			ok["content"] = obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}
 		case rt.doc.resp != nil:

@@ -6,7 +6,6 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/manager"
-	"github.com/airlockrun/airlock/internal/store"
 )
 
 // opDoc documents a route for the OpenAPI document.
@@ -19,6 +18,7 @@ type opDoc struct {
 	path    []param // descriptions of path parameters beyond "an ID"
 	// raw request/response bodies and streams, instead of JSON
 	rawBody, rawResp bool
+	rawType          string // the raw response's media type; application/octet-stream when ""
 	stream           string // "websocket", "sse+websocket"
 }
 
@@ -30,6 +30,7 @@ const (
 	// /api/v1/images/ghcr.io/org/app:v1.
 	imageRef = "/api/v1/images/{ref...}"
 	poolPath = "/api/v1/pools/{name}"
+	hookPath = "/api/v1/webhooks/{webhookId}"
 	snapPath = "/api/v1/snapshots/{snapshotId}"
 )
 
@@ -43,12 +44,17 @@ var poolParam = []param{{"name", "string", "a warm pool's name: 1-64 letters, di
 // snapParam documents the snapshot routes' {snapshotId}.
 var snapParam = []param{{"snapshotId", "string", "a snapshot's ID (snap_...)"}}
 
+// hookParam documents the webhook routes' {webhookId}.
+var hookParam = []param{{"webhookId", "string", "a webhook's ID (whk_...)"}}
+
 // routes is the whole API.
 func routes() []route {
 	pathQ := []param{{"path", "string", "a path inside the sandbox; relative paths start at its workdir"}}
 	return []route{
 		{"GET", "/healthz", true, health, opDoc{summary: "Health of the daemon (no key needed)", resp: api.Health{}}},
 		{"GET", "/api/v1/openapi.json", true, openapi, opDoc{summary: "This document (no key needed)"}},
+		{"GET", "/metrics", true, promMetrics, opDoc{summary: "Prometheus metrics, daemon-wide, in the text exposition format (no key needed; 503 when the daemon exports none)",
+			rawResp: true, rawType: "text/plain"}},
 		{"GET", "/api/v1/capabilities", false, capabilities, opDoc{summary: "Isolation levels and features this host offers, with reasons", resp: api.Capabilities{}}},
 
 		{"POST", "/api/v1/sandboxes", false, createSandbox, opDoc{summary: "Create a sandbox; it is returned ready", body: api.Spec{}, resp: api.Sandbox{}, created: true}},
@@ -71,12 +77,11 @@ func routes() []route {
 			{"follow", "boolean", "keep streaming until the sandbox ends"},
 			{"since", "integer", "only entries with a greater seq"},
 		}}},
-		{"GET", sbx + "/events", false, events, opDoc{summary: "The sandbox's recorded events, oldest first, a page at a time", resp: api.EventPage{}, query: []param{
-			{"type", "string", "keep events whose type starts with this, e.g. network. or network.connect"},
-			{"executionId", "string", "keep events of this exec"},
-			{"after", "integer", "the cursor: only events after it (the previous page's next)"},
-			{"limit", "integer", "at most this many (default 1000)"},
-		}}},
+		{"GET", sbx + "/events", false, events, opDoc{summary: "The sandbox's audit events (lifecycle, API calls, execs, files, network, limits, policy), oldest first, " +
+			"a page at a time or followed", resp: api.EventPage{}, stream: "sse", query: eventQuery}},
+		{"GET", sbx + "/replay", false, replay, opDoc{summary: "The sandbox's whole recorded history ordered for display: each event with its offset from creation, execs with their output", resp: api.Replay{}}},
+		{"GET", "/api/v1/events", false, events, opDoc{summary: "The tenant's audit events across its sandboxes and API calls, oldest first, a page at a time or followed", resp: api.EventPage{},
+			stream: "sse", query: append([]param{{"sandboxId", "string", "keep events of this sandbox"}}, eventQuery...)}},
 		{"PUT", sbx + "/network", false, updateNetwork, opDoc{summary: "Change the network policy live; credentials sent without value or secret keep theirs", body: api.Network{}, resp: api.Sandbox{}}},
 		{"GET", sbx + "/metrics", false, metrics, opDoc{summary: "Current and recent CPU, memory, pids, disk and network counters", resp: api.Metrics{}}},
 
@@ -116,6 +121,18 @@ func routes() []route {
 		{"DELETE", poolPath, false, deletePool, opDoc{summary: "Remove a warm pool made through the API and end its unclaimed sandboxes; answers its last status",
 			resp: api.PoolStatus{}, path: poolParam}},
 
+		{"POST", "/api/v1/webhooks", false, createWebhook, opDoc{summary: "Register a webhook: the tenant's events it selects (default sandbox. and limit.) are POSTed to its URL, " +
+			"signed with HMAC-SHA256 over the timestamp and the body, retried with backoff. The answer holds the secret, the only time it is shown",
+			body: api.WebhookRequest{}, resp: api.Webhook{}, created: true}},
+		{"GET", "/api/v1/webhooks", false, listWebhooks, opDoc{summary: "The tenant's webhooks with their counters, oldest first", resp: []api.Webhook{}}},
+		{"GET", hookPath, false, getWebhook, opDoc{summary: "One webhook with its counters", resp: api.Webhook{}, path: hookParam}},
+		{"DELETE", hookPath, false, deleteWebhook, opDoc{summary: "Remove a webhook and its delivery log (pending deliveries are not sent); answers it as it was",
+			resp: api.Webhook{}, path: hookParam}},
+		{"GET", hookPath + "/deliveries", false, webhookDeliveries, opDoc{summary: "The webhook's delivery log, newest first (the last 1000 finished deliveries and every pending one)",
+			resp: []api.WebhookDelivery{}, path: hookParam, query: []param{{"limit", "integer", "at most this many (default 100, at most 1000)"}}}},
+		{"POST", hookPath + "/test", false, testWebhook, opDoc{summary: "Send a webhook.test event now, once, and answer with the delivery (also logged): delivered, or failed with the receiver's answer",
+			resp: api.WebhookDelivery{}, path: hookParam}},
+
 		{"POST", "/api/sandbox/create", false, compatCreate, opDoc{summary: "Compatibility: create a sandbox", body: api.CompatCreateRequest{}, resp: api.CompatSandbox{}, created: true}},
 		{"GET", "/api/sandbox/{id}", false, compatGet, opDoc{summary: "Compatibility: one sandbox", resp: api.CompatSandbox{}}},
 		{"DELETE", "/api/sandbox/{id}", false, compatDelete, opDoc{summary: "Compatibility: terminate a sandbox", resp: api.CompatSandbox{}}},
@@ -154,25 +171,6 @@ func updateNetwork(s *Server, w http.ResponseWriter, r *http.Request) (any, erro
 		return nil, err
 	}
 	return s.m.UpdateNetwork(syncCtx(r), r.PathValue("id"), n)
-}
-
-func events(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
-	q := r.URL.Query()
-	f := store.EventFilter{TypePrefix: q.Get("type"), ExecutionID: q.Get("executionId")}
-	var err error
-	if f.After, err = intParam(q, "after"); err != nil {
-		return nil, err
-	}
-	limit, err := intParam(q, "limit")
-	if err != nil {
-		return nil, err
-	}
-	f.Limit = int(limit)
-	evs, next, err := s.m.Events(r.Context(), r.PathValue("id"), f)
-	if err != nil {
-		return nil, err
-	}
-	return api.EventPage{Events: evs, Next: next}, nil
 }
 
 func getSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
+	"github.com/airlockrun/airlock/internal/webhook"
 )
 
 // Config tunes the API; zero values mean the defaults.
@@ -27,6 +28,10 @@ type Config struct {
 	MaxUploadBytes int64
 	// Version is reported by /healthz and the capabilities.
 	Version string
+	// Metrics serves GET /metrics (internal/metrics' Handler), without a key; nil answers 503.
+	Metrics http.Handler
+	// Webhooks serves the webhook routes; nil answers 503.
+	Webhooks *webhook.Dispatcher
 }
 
 // Images is the daemon's image store, which the image API serves: Store, or Err saying why
@@ -87,47 +92,71 @@ func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		log := s.log.With("method", r.Method, "path", r.URL.Path)
+		var keyID string
 		if !rt.public {
-			ten, err := s.authenticate(r)
+			ten, key, err := s.authenticate(r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				writeError(w, log, err)
+				s.audit(r, "", t0, err, 0)
 				return
 			}
+			keyID = key
 			r = r.WithContext(tenant.With(r.Context(), ten))
 			log = log.With("tenant", ten)
 		}
 		data, err := rt.handle(s, w, r)
+		status := http.StatusOK
 		switch {
 		case errors.Is(err, written):
 		case err != nil:
 			writeError(w, log, err)
 		default:
-			status := http.StatusOK
 			if r.Method == http.MethodPost && rt.doc.created {
 				status = http.StatusCreated
 			}
 			writeJSON(w, status, data)
 		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
+			if sb, ok := data.(api.Sandbox); ok && r.PathValue("id") == "" {
+				r.SetPathValue("id", sb.ID) // a create: the call belongs to the new sandbox
+			}
+			s.audit(r, keyID, t0, err, status)
+		}
 		log.Debug("request", "took", time.Since(t0), "err", err)
 	})
 }
 
-// authenticate checks the bearer key and returns its tenant.
-func (s *Server) authenticate(r *http.Request) (string, error) {
+// audit records an API call that changed something or was refused (the audit log's "who did
+// what, from where"): ok calls give their status, refusals their error.
+func (s *Server) audit(r *http.Request, keyID string, t0 time.Time, err error, status int) {
+	if s.m == nil {
+		return // a server of the image API alone (tests)
+	}
+	req := manager.Request{Method: r.Method, Path: r.URL.Path, SandboxID: r.PathValue("id"), KeyID: keyID,
+		Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Status: status, Duration: time.Since(t0)}
+	if err != nil && !errors.Is(err, written) {
+		st, e := errorStatus(err)
+		req.Status, req.Code = st, e.Code
+	}
+	s.m.RecordRequest(r.Context(), req)
+}
+
+// authenticate checks the bearer key and returns its tenant and the key's ID.
+func (s *Server) authenticate(r *http.Request) (string, string, error) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || key == "" {
-		return "", errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
+		return "", "", errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
 	}
-	ten, _, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
+	ten, keyID, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnauthenticated) {
-			return "", errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
+			return "", "", errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
 		}
-		return "", err
+		return "", "", err
 	}
-	return ten, nil
+	return ten, keyID, nil
 }
 
 func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
@@ -138,7 +167,7 @@ func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 	c := api.Capabilities{Version: s.cfg.Version, Features: map[string]bool{
 		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
 		"metrics": true, "pauseResume": true, "snapshots": s.m.SnapshotsAvailable(), "networkPolicy": true, "liveNetworkPolicy": true,
-		"networkCredentials": true, "events": true, "webhooks": false,
+		"networkCredentials": true, "events": true, "webhooks": s.cfg.Webhooks != nil,
 	}}
 	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory.
 	for _, dc := range s.drivers.Report() {

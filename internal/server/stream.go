@@ -162,13 +162,28 @@ func logs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since int64) (any, error) {
+	ctx, send, stop := startSSE(w, r, "airlock logs of "+id)
+	defer stop()
+	err := s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
+		return sendSSE(send, "log", e.Seq, e)
+	})
+	if err == nil && ctx.Err() == nil {
+		send("event: end\ndata: {}\n\n")
+	}
+	return nil, written
+}
+
+// startSSE answers r with a text/event-stream whose first line is a comment naming it. send
+// writes and flushes raw SSE text; a comment every 15 s keeps proxies from closing a quiet
+// stream. ctx ends when the client goes away; call stop when done.
+func startSSE(w http.ResponseWriter, r *http.Request, banner string) (ctx context.Context, send func(string) error, stop func()) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	var mu sync.Mutex // guards w between the stream and the heartbeat
-	send := func(s string) error {
+	send = func(s string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if _, err := io.WriteString(w, s); err != nil {
@@ -176,11 +191,9 @@ func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since
 		}
 		return rc.Flush()
 	}
-	send(": airlock logs of " + id + "\n\n")
+	send(": " + banner + "\n\n")
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	go func() {
-		// A comment line now and then keeps proxies from closing a quiet stream.
 		t := time.NewTicker(15 * time.Second)
 		defer t.Stop()
 		for {
@@ -194,17 +207,16 @@ func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since
 			}
 		}
 	}()
-	err := s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		return send(fmt.Sprintf("id: %d\nevent: log\ndata: %s\n\n", e.Seq, b))
-	})
-	if err == nil && ctx.Err() == nil {
-		send("event: end\ndata: {}\n\n")
+	return ctx, send, cancel
+}
+
+// sendSSE sends v as JSON in one SSE event of the given name and id.
+func sendSSE(send func(string) error, event string, id int64, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
 	}
-	return nil, written
+	return send(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, event, b))
 }
 
 func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string, since int64) (any, error) {

@@ -33,6 +33,9 @@ type Layout struct {
 	// everything else (an overlay's work directory, mount points, the host's root during setup)
 	// is the level's own and is neither written nor accepted back.
 	Top []string
+	// At maps a Top entry to the sandbox path its content is seen at ("/" for a root's skeleton or
+	// an overlay's upper directory, "/dev/shm"); see SandboxPath.
+	At map[string]string
 }
 
 // MaxID is the highest sandbox uid or gid a layer may hold: the levels map 65536 ids.

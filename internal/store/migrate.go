@@ -121,6 +121,42 @@ CREATE TABLE audit_chain (
 	anchor_hash TEXT NOT NULL
 );
 `,
+	// 6: webhooks and their delivery logs (internal/webhook). The counters are kept on the
+	// webhook because the log is pruned; pending deliveries are never pruned.
+	`
+CREATE TABLE webhooks (
+	id          TEXT PRIMARY KEY,
+	tenant      TEXT NOT NULL,
+	url         TEXT NOT NULL,
+	events      TEXT NOT NULL, -- JSON array of event selectors
+	secret      TEXT NOT NULL, -- the HMAC-SHA256 key; returned only by the create
+	description TEXT NOT NULL,
+	created_at  INTEGER NOT NULL,
+	delivered   INTEGER NOT NULL DEFAULT 0,
+	failed      INTEGER NOT NULL DEFAULT 0,
+	dropped     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX webhooks_tenant ON webhooks(tenant, created_at);
+CREATE TABLE webhook_deliveries (
+	id              TEXT PRIMARY KEY,
+	webhook_id      TEXT NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+	tenant          TEXT NOT NULL,
+	event_id        TEXT NOT NULL,
+	event_type      TEXT NOT NULL,
+	payload         BLOB NOT NULL, -- the exact body that is signed and sent
+	status          TEXT NOT NULL, -- pending, delivered, failed, dropped
+	attempts        INTEGER NOT NULL,
+	response_status INTEGER NOT NULL,
+	error           TEXT NOT NULL,
+	duration_ms     INTEGER NOT NULL,
+	created_at      INTEGER NOT NULL,
+	last_attempt_at INTEGER,
+	next_attempt_at INTEGER,
+	delivered_at    INTEGER
+);
+CREATE INDEX webhook_deliveries_hook ON webhook_deliveries(webhook_id, created_at);
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries(webhook_id, created_at, next_attempt_at) WHERE status = 'pending';
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

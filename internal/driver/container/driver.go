@@ -374,6 +374,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		FileID:        rt.hostID,
 		CgroupCPU:     rt.name == sandbox.RuntimeRunsc,
 		Teardown:      teardown,
+		Writable:      hostLayer(b, lowers),
 		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
 			return d.snapshot(ctx, rt, id, b, cg, w, mem, paused)
 		},

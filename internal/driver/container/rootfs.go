@@ -354,4 +354,7 @@ func unmountAll(dir string) error {
 // LayerLayout is what of a bundle's writable layer a snapshot holds: the host template's
 // skeleton with the writable directories in it, an image overlay's upper directory, and
 // /dev/shm. The overlay's work directory is overlayfs's own.
-var LayerLayout = snapshot.Layout{Top: []string{"root", "upper", "shm"}}
+var LayerLayout = snapshot.Layout{
+	Top: []string{"root", "upper", "shm"},
+	At:  map[string]string{"root": "/", "upper": "/", "shm": "/dev/shm"},
+}

@@ -50,6 +50,7 @@ func Cases() []Case {
 		{"Usage", testUsage},
 		{"FileRoot", testFileRoot},
 		{"PerExecUsage", testPerExecUsage},
+		{"LayerChanges", testLayerChanges},
 		// Snapshots (snapshot.go).
 		{"Snapshot", testSnapshot},
 		{"SnapshotMemory", testSnapshotMemory},

@@ -175,6 +175,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		return nil, err
 	}
 	s.release = release
+	s.lowers = cfg.Root.Lowers
 	return s, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -65,6 +66,9 @@ type Launcher struct {
 	// Restore, with Control, says Start brings init back from the memory image in this directory
 	// (one that a Snapshot with mem wrote): init is configured already, and its commands run on.
 	Restore string
+	// Writable, when set, is the sandbox's writable layer as the host reads it (driver.Layerer);
+	// nil: this level cannot read it.
+	Writable *driver.Layer
 	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
 	// Destroy after init was killed, and must be idempotent.
 	Teardown func(ctx context.Context) error

@@ -17,7 +17,10 @@ import (
 // LayerLayout is what of the process level's writable layer a snapshot holds: the root's skeleton
 // and writable directories (host template), an overlay's upper directory (image, rootfs) and
 // /dev/shm. oldroot, work and the lower layers' mount points are setup's own.
-var LayerLayout = snapshot.Layout{Top: []string{"newroot", "upper", "shm"}}
+var LayerLayout = snapshot.Layout{
+	Top: []string{"newroot", "upper", "shm"},
+	At:  map[string]string{"newroot": "/", "upper": "/", "shm": "/dev/shm"},
+}
 
 // layerFd is init's clone of the writable layer (see buildRoot), -1 for a container's init.
 var layerFd = -1

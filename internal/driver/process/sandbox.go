@@ -36,6 +36,7 @@ type Sandbox struct {
 	ext     *Launcher       // set when another level's runtime started init (Launch)
 	release func()          // lets an image's layers be collected again (nil: no image)
 	layer   *os.File        // init's clone of the writable layer, once a snapshot asked for it
+	lowers  []string        // the overlay's lower directories, top first (an image's, a rootfs)
 
 	mu       sync.Mutex // guards waiters, and delivery to them (see readLoop); and rejoined
 	waiters  map[string]chan *message

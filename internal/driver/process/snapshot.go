@@ -41,16 +41,8 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 		}
 		return s.ext.Snapshot(ctx, w, "", s.paused)
 	}
-	if s.layer == nil {
-		if s.paused {
-			// Init, frozen, cannot hand its layer over; one taken earlier would do.
-			return false, fmt.Errorf("snapshot: sandbox %s was paused before its first snapshot; resume it, snapshot, and pause it again: %w", s.id, errdefs.ErrConflict)
-		}
-		f, err := s.fetchLayer(ctx)
-		if err != nil {
-			return false, err
-		}
-		s.layer = f
+	if err := s.holdLayer(ctx, "snapshot"); err != nil {
+		return false, err
 	}
 	if !s.paused {
 		fctx, cancel := context.WithTimeout(ctx, freezeTimeout)

@@ -1,0 +1,79 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/fsdiff"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// testLayerChanges: on a level whose sandboxes are driver.Layerers, scans of the layer around
+// an exec tell exactly the sandbox paths it created, modified and deleted, and nothing it wrote
+// outside the layer (a read-write mount of a host directory).
+func testLayerChanges(t *testing.T, h *Harness) {
+	rw := t.TempDir()
+	os.Chmod(rw, 0o777)
+	sb := h.New(t, sandbox.Spec{Filesystem: sandbox.Filesystem{ReadWrite: []string{rw + ":/out"}}})
+	expect(t, Exec(t, sb, 10*time.Second, "echo old > /workspace/edit && echo x > /workspace/gone && mkdir /workspace/keep"), 0, "")
+	layer := LayerOf(t, sb)
+	before := ScanLayer(t, layer)
+	// The edit keeps the file's size: its times tell.
+	expect(t, Exec(t, sb, 10*time.Second, "echo a > /tmp/a && echo new > /workspace/edit && rm /workspace/gone && "+
+		"mkdir /workspace/dir && chmod 700 /workspace/keep && echo s > /dev/shm/s && echo host > /out/host && echo ok"), 0, "ok")
+	ExpectChanges(t, fsdiff.CompareOver(before, ScanLayer(t, layer), layer.Lowers),
+		[]string{"/dev/shm/s", "/tmp/a", "/workspace/dir"}, []string{"/workspace/edit", "/workspace/keep"}, []string{"/workspace/gone"})
+	// An exec that changes nothing changes nothing.
+	before = ScanLayer(t, layer)
+	expect(t, Exec(t, sb, 10*time.Second, "cat /workspace/edit /tmp/a >/dev/null && ls / >/dev/null && echo ok"), 0, "ok")
+	ExpectChanges(t, fsdiff.CompareOver(before, ScanLayer(t, layer), layer.Lowers), nil, nil, nil)
+}
+
+// LayerOf returns sb's writable layer, or skips t when its level cannot read it.
+func LayerOf(t *testing.T, sb driver.Sandbox) driver.Layer {
+	t.Helper()
+	l, ok := sb.(driver.Layerer)
+	if !ok {
+		t.Skip("the level's sandboxes are no driver.Layerer")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	layer, err := l.Layer(ctx)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		t.Skipf("the level cannot read this sandbox's layer: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("layer: %v", err)
+	}
+	return layer
+}
+
+// ScanLayer scans layer.
+func ScanLayer(t *testing.T, layer driver.Layer) fsdiff.Tree {
+	t.Helper()
+	tr, err := fsdiff.Scan(layer.Dir, layer.Layout)
+	if err != nil {
+		t.Fatalf("scan %s: %v", layer.Dir, err)
+	}
+	if tr.Partial {
+		t.Fatalf("scan %s: partial", layer.Dir)
+	}
+	return tr
+}
+
+// ExpectChanges fails t unless c lists exactly these sandbox paths.
+func ExpectChanges(t *testing.T, c fsdiff.Changes, created, modified, deleted []string) {
+	t.Helper()
+	eq := func(got []string, n int, want []string) bool { return slices.Equal(got, want) && n == len(want) }
+	if !eq(c.Created, c.NCreated, created) || !eq(c.Modified, c.NModified, modified) || !eq(c.Deleted, c.NDeleted, deleted) ||
+		c.Truncated || c.Partial {
+		t.Fatalf("changes: created %q, modified %q, deleted %q (truncated %v, partial %v); want created %q, modified %q, deleted %q",
+			c.Created, c.Modified, c.Deleted, c.Truncated, c.Partial, created, modified, deleted)
+	}
+}

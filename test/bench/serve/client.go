@@ -1,0 +1,41 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlockrun/airlock/client"
+)
+
+// StartClient starts bin's `airlock serve` with a new data dir under dir and a config file holding
+// cfg (JSON), creates an API key of tenant "bench" there, and returns an SDK client with that key
+// and a stop that closes the client's connections and ends the daemon.
+func StartClient(bin, dir, cfg string) (*client.Client, func(), error) {
+	data := filepath.Join(dir, "data")
+	cfgFile := filepath.Join(dir, "airlock.json")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		return nil, nil, err
+	}
+	key, err := exec.Command(bin, "keys", "create", "--tenant", "bench", "--data-dir", data).Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("keys create: %w", err)
+	}
+	url, stopDaemon, err := Start(bin, data, cfgFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 100}
+	c, err := client.New(url, strings.TrimSpace(string(key)), client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		stopDaemon()
+		return nil, nil, err
+	}
+	return c, func() { tr.CloseIdleConnections(); stopDaemon() }, nil
+}
