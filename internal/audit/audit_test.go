@@ -312,3 +312,21 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%d stored after stop", n)
 	}
 }
+
+// TestDuplicateID: an event whose ID is already in the log is written on the next try under a
+// new ID, and the log does not jam.
+func TestDuplicateID(t *testing.T) {
+	st, _ := openStore(t)
+	l := New(st, Config{}, slog.New(slog.DiscardHandler))
+	l.Add(store.TenantEvent{Tenant: "acme", Event: api.Event{ID: "evt_same", Type: "a"}})
+	l.Flush()
+	l.Add(store.TenantEvent{Tenant: "acme", Event: api.Event{ID: "evt_same", Type: "b"}})
+	l.Flush() // refused by the unique index, requeued with a new ID
+	l.Flush()
+	if n, _ := st.EventCount(context.Background()); n != 2 {
+		t.Fatalf("%d events stored", n)
+	}
+	if rep := verify(t, st); rep.Problem != nil {
+		t.Fatal(rep.Problem)
+	}
+}

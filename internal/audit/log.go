@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,6 +204,12 @@ func (l *Log) write(evs []store.TenantEvent) error {
 		c.HeadHash = rows[len(rows)-1].Hash
 		if err := l.st.AppendEvents(ctx, rows, c); err != nil {
 			l.loaded = false // read the head again: the store is the truth
+			if strings.Contains(err.Error(), "events.id") {
+				// Two IDs met (32 random bits within a millisecond): new ones for the retry.
+				for i := range evs {
+					evs[i].ID = sandbox.NewOrderedID("evt_")
+				}
+			}
 			return err
 		}
 		l.chain, l.prev = c, prev

@@ -58,7 +58,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	}
 	ten := b.owner()
 	m.recordEvent(b, ten, api.Event{Type: api.EventExecStarted, Time: started, ExecutionID: execID,
-		Message: "$ " + strings.Join(req.Command, " "), Data: execStartData(req, st)})
+		Message: strings.Join(req.Command, " "), Data: execStartData(req, st)})
 	b.execStarted(execID, started)
 	defer b.execEnded(execID)
 	if st.Started != nil {
@@ -103,7 +103,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 		m.recordEvent(b, ten, api.Event{Type: le.Type, ExecutionID: execID, Message: le.Message, Data: map[string]any{"count": le.Count, "scope": "exec"}})
 	}
 	m.recordEvent(b, ten, api.Event{Type: api.EventExecExited, ExecutionID: execID,
-		Message: fmt.Sprintf("exit %d after %d ms", res.ExitCode, res.DurationMs), Data: execExitData(res)})
+		Message: fmt.Sprintf("exit %d", res.ExitCode), Data: execExitData(res)})
 	if err != nil {
 		return res, errdefs.New(errdefs.ErrConflict, "exec in sandbox %s: %v", id, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -28,6 +29,9 @@ func (m *Manager) Files(ctx context.Context, id string) (*Files, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The scans of execs that answered come first, so that what this session changes is not
+	// taken for theirs.
+	b.waitScans(ctx, 5*time.Second)
 	fr, ok := sb.(driver.FileRooter)
 	if !ok {
 		m.done(b)

@@ -419,7 +419,7 @@ func (m *Manager) transitionLocked(ctx context.Context, b *box, to, reason strin
 		return fmt.Errorf("record transition %s → %s: %w", b.status, to, err)
 	}
 	b.status, b.reason, b.updatedAt = to, reason, now
-	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: t.From + " → " + to + ": " + reason,
+	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: reason,
 		Data: map[string]any{"from": t.From, "to": to, "reason": reason}})
 	m.log.Debug("transition", "sandbox", b.id, "from", t.From, "to", to, "reason", reason)
 	return nil
