@@ -80,6 +80,19 @@ func (r *remote) parse(args []string, interspersed bool) (pos []string, code int
 	return pos, -1
 }
 
+// noArgs parses a verb that takes no argument and finds the daemon; code >= 0 means: exit with
+// it.
+func (r *remote) noArgs(args []string) (code int) {
+	pos, code := r.parse(args, true)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) > 0 {
+		return r.usageError("unexpected argument %q", pos[0])
+	}
+	return r.dial()
+}
+
 // oneID parses a verb that takes exactly one sandbox ID and finds the daemon; code >= 0 means:
 // exit with it.
 func (r *remote) oneID(args []string) (id string, code int) { return r.oneArg(args, "sandbox ID") }

@@ -21,14 +21,7 @@ func snapshotsLs(e *env, args []string) int {
 	r := newRemote(e, "snapshots ls", "[--sandbox ID] [--json]")
 	sandboxID := r.fs.String("sandbox", "", "only the snapshots of this sandbox")
 	asJSON := r.fs.Bool("json", false, "print the snapshots as a JSON array")
-	pos, code := r.parse(args, true)
-	if code >= 0 {
-		return code
-	}
-	if len(pos) > 0 {
-		return r.usageError("unexpected argument %q", pos[0])
-	}
-	if code := r.dial(); code >= 0 {
+	if code := r.noArgs(args); code >= 0 {
 		return code
 	}
 	ctx, stop := interruptible()

@@ -79,14 +79,7 @@ func webhooksAdd(e *env, args []string) int {
 func webhooksLs(e *env, args []string) int {
 	r := newRemote(e, "webhooks ls", "[--json]")
 	asJSON := r.fs.Bool("json", false, "print the webhooks as a JSON array")
-	pos, code := r.parse(args, true)
-	if code >= 0 {
-		return code
-	}
-	if len(pos) > 0 {
-		return r.usageError("unexpected argument %q", pos[0])
-	}
-	if code := r.dial(); code >= 0 {
+	if code := r.noArgs(args); code >= 0 {
 		return code
 	}
 	ctx, stop := interruptible()
