@@ -30,7 +30,7 @@ type layerScans struct {
 	unavailable bool         // the level cannot read this sandbox's layer: never ask again
 	gen         int          // counts instances (restores): a scan of an old one is dropped
 	queue       []scanJob
-	running     bool // a goroutine works the queue
+	idle        chan struct{} // non-nil while a goroutine works the queue; closed when it stops
 }
 
 // scanJob is one scan to make: after exec execID ended at end, or after the files API ("").
@@ -69,7 +69,7 @@ func (m *Manager) scanBefore(ctx context.Context, b *box, sb driver.Sandbox) boo
 		}
 		s.layer = &lay
 	}
-	if s.last == nil && !s.running && len(s.queue) == 0 {
+	if s.last == nil && s.idle == nil {
 		t, err := fsdiff.Scan(s.layer.Dir, s.layer.Layout)
 		if err != nil {
 			m.log.Warn("scan the writable layer", "sandbox", b.id, "err", err)
@@ -89,8 +89,8 @@ func (m *Manager) queueScan(b *box, job scanJob) {
 		return
 	}
 	s.queue = append(s.queue, job)
-	if !s.running {
-		s.running = true
+	if s.idle == nil {
+		s.idle = make(chan struct{})
 		go m.scanLoop(b)
 	}
 }
@@ -101,7 +101,8 @@ func (m *Manager) scanLoop(b *box) {
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 || s.layer == nil {
-			s.running, s.queue = false, nil
+			close(s.idle)
+			s.idle, s.queue = nil, nil
 			s.mu.Unlock()
 			return
 		}
@@ -158,14 +159,17 @@ func (m *Manager) recordChanges(b *box, job scanJob, ch fsdiff.Changes, scanned 
 // waitScans waits (up to timeout) until b's queued scans are made, so that a reader of its
 // events sees the file changes of the execs that have answered.
 func (b *box) waitScans(ctx context.Context, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for {
-		b.scans.mu.Lock()
-		busy := b.scans.running
-		b.scans.mu.Unlock()
-		if !busy || time.Now().After(deadline) || ctx.Err() != nil {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
+	b.scans.mu.Lock()
+	idle := b.scans.idle
+	b.scans.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

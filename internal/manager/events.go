@@ -75,9 +75,6 @@ func (m *Manager) RecordRequest(ctx context.Context, r Request) {
 	m.events.Add(store.TenantEvent{Tenant: ten, Event: e})
 }
 
-// AuditEnabled reports whether events are stored (the events API has something to answer).
-func (m *Manager) AuditEnabled() bool { return m.events.Enabled() }
-
 // Events returns one page of the events f selects among the tenant's in ctx: of one sandbox
 // when f.SandboxID is set (another tenant's is not found), else of all its sandboxes and its API
 // calls. Events just produced are written first, so a caller reads its own.
@@ -95,6 +92,12 @@ func (m *Manager) Events(ctx context.Context, f store.EventFilter) (api.EventPag
 		p.Next = evs[n-1].Seq
 	}
 	return p, nil
+}
+
+// CheckEvents refuses what Events and FollowEvents would refuse for f (an unknown sandbox, a
+// bad time range) without reading any event: a stream answers its refusal before it starts.
+func (m *Manager) CheckEvents(ctx context.Context, f store.EventFilter) error {
+	return m.eventScope(ctx, &f)
 }
 
 func (m *Manager) eventScope(ctx context.Context, f *store.EventFilter) error {

@@ -33,9 +33,7 @@ func events(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 		return s.m.Events(r.Context(), f)
 	}
 	// Refusals (an unknown sandbox, bad filters) are answered before the stream starts.
-	probe := f
-	probe.Limit, probe.After = 1, 1<<63-1
-	if _, err := s.m.Events(r.Context(), probe); err != nil {
+	if err := s.m.CheckEvents(r.Context(), f); err != nil {
 		return nil, err
 	}
 	ctx, send, stop := startSSE(w, r, "airlock events")

@@ -98,7 +98,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				writeError(w, log, err)
-				s.audit(r, "", t0, err, 0)
+				s.audit(r, r.PathValue("id"), "", t0, err, 0)
 				return
 			}
 			keyID = key
@@ -118,10 +118,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeJSON(w, status, data)
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
-			if sb, ok := data.(api.Sandbox); ok && r.PathValue("id") == "" {
-				r.SetPathValue("id", sb.ID) // a create: the call belongs to the new sandbox
+			id := r.PathValue("id")
+			if sb, ok := data.(api.Sandbox); ok && id == "" {
+				id = sb.ID // a create: the call belongs to the new sandbox
 			}
-			s.audit(r, keyID, t0, err, status)
+			s.audit(r, id, keyID, t0, err, status)
 		}
 		log.Debug("request", "took", time.Since(t0), "err", err)
 	})
@@ -129,11 +130,11 @@ func (s *Server) wrap(rt route) http.Handler {
 
 // audit records an API call that changed something or was refused (the audit log's "who did
 // what, from where"): ok calls give their status, refusals their error.
-func (s *Server) audit(r *http.Request, keyID string, t0 time.Time, err error, status int) {
+func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, err error, status int) {
 	if s.m == nil {
 		return // a server of the image API alone (tests)
 	}
-	req := manager.Request{Method: r.Method, Path: r.URL.Path, SandboxID: r.PathValue("id"), KeyID: keyID,
+	req := manager.Request{Method: r.Method, Path: r.URL.Path, SandboxID: sandboxID, KeyID: keyID,
 		Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Status: status, Duration: time.Since(t0)}
 	if err != nil && !errors.Is(err, written) {
 		st, e := errorStatus(err)
