@@ -72,7 +72,17 @@ func TestPrometheusMetrics(t *testing.T) {
 	waitPoolState(t, c, "warm", 30*time.Second, func(p api.PoolStatus) bool { return p.Ready == 1 && p.Warming == 0 })
 
 	// Scraped as Prometheus does: no key.
+	// The counters fed by the audit log's events lag them by up to one write of the log (100 ms):
+	// scrape until they have caught up, or a few seconds have passed.
 	fams := metricstest.Scrape(t, d.url+"/metrics")
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if fams.Value("airlock_limit_hits_total", map[string]string{"type": "limit.memory"}) >= 1 &&
+			fams.Value("airlock_events_total", map[string]string{"type_group": "exec"}) >= 8 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+		fams = metricstest.Scrape(t, d.url+"/metrics")
+	}
 
 	for _, w := range []struct {
 		name   string

@@ -198,8 +198,12 @@ sleep 0.5; echo started`), 0, "started")
 	}
 	t.Logf("restored in %v", time.Since(t0))
 	first := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
-	time.Sleep(500 * time.Millisecond)
-	then := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
+	// The counter counts every 100 ms; on a loaded host its next count may take longer.
+	then := first
+	for deadline := time.Now().Add(5 * time.Second); then <= first && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		then = atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
+	}
 	orig := atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
 	if first < 1 || first > at+40 || then <= first {
 		t.Fatalf("restored counter: %d then %d; it was at %d when saved (the original is at %d)", first, then, at, orig)
