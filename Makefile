@@ -6,12 +6,18 @@ BIN      := bin/airlock
 # A static binary: no dynamic loader at every sandbox start, same binary on every host.
 export CGO_ENABLED := 0
 
-.PHONY: all deps build run demo test bench bench-daemon bench-network bench-container bench-snapshot bench-audit vet fmt clean
+.PHONY: all deps wasm-runtimes build run demo test bench bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet fmt clean
 
 all: build
 
 deps:
 	@scripts/setup.sh
+
+# The wasm level's interpreters alone (deps installs them too): CPython for WASI, built from
+# Debian's source, and QuickJS from npm, into /usr/local/lib/airlock/wasm.
+wasm-runtimes:
+	@scripts/wasm/build-python.sh
+	@scripts/wasm/fetch-quickjs.sh
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
@@ -47,6 +53,7 @@ bench: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)
 	$(GO) run ./test/bench/snapshot -airlock $(BIN)
 	$(GO) run ./test/bench/audit -airlock $(BIN)
+	$(GO) run ./test/bench/wasm -airlock $(BIN)
 
 bench-container: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)
@@ -57,6 +64,11 @@ bench-snapshot: deps build
 # The audit log: events/s into the hash-chained log, and exec round trips with audit on and off.
 bench-audit: deps build
 	$(GO) run ./test/bench/audit -airlock $(BIN)
+
+# The wasm level: warm exec of print(1) and console.log(1) beside the process level, and the
+# memory an idle wasm sandbox costs.
+bench-wasm: deps build
+	$(GO) run ./test/bench/wasm -airlock $(BIN)
 
 bench-network: deps
 	$(GO) run ./test/bench/network

@@ -47,3 +47,11 @@ if [ ! -x "$RUNSC" ] || ! static "$RUNSC" || ! grep -qs "$RUNSC_VERSION" "$RUNSC
 	fi
 	rm -rf "$tmp"
 fi
+
+# The wasm level's interpreters, installed in /usr/local/lib/airlock/wasm: CPython built for WASI
+# from Debian's python3.11 source with Debian's clang, lld and wasi-libc (a few minutes, once),
+# and QuickJS-NG from the npm package quickjs-wasi. Both scripts check what is installed against
+# its manifest and return at once when it is current.
+here=$(dirname "$0")
+"$here/wasm/build-python.sh"
+"$here/wasm/fetch-quickjs.sh"

@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -54,6 +55,8 @@ type Config struct {
 	Container ContainerConfig `json:"container"`
 	// Images is the OCI image store under DataDir/images.
 	Images ImagesConfig `json:"images"`
+	// Wasm is the wasm level: where its interpreters are installed.
+	Wasm WasmConfig `json:"wasm"`
 	// Pools are warm pools the daemon keeps from its start (see api.Pool: name, spec, size,
 	// refillPerSecond, maxAgeSeconds). Pools can also be made through the API; those are stored
 	// in the database, and one of a name given here is ignored.
@@ -107,6 +110,14 @@ type ContainerConfig struct {
 	RunscPlatform string `json:"runscPlatform"`
 	// CgroupParent is where the runtimes make sandboxes' cgroups.
 	CgroupParent string `json:"cgroupParent"`
+}
+
+// WasmConfig configures the wasm level.
+type WasmConfig struct {
+	// RuntimeDir holds the WebAssembly interpreters as scripts/wasm/*.sh install them:
+	// python/ and quickjs/ (default /usr/local/lib/airlock/wasm). Their compiled code is cached
+	// in DataDir/wasm/cache.
+	RuntimeDir string `json:"runtimeDir"`
 }
 
 // ImagesConfig configures the image store.
@@ -185,6 +196,7 @@ func Default() Config {
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
+		Wasm:      WasmConfig{RuntimeDir: wasm.DefaultRuntimeDir},
 		Webhooks:  WebhooksConfig{MaxAttempts: 8, TimeoutSeconds: 10, QueueSize: 10000},
 	}
 }
@@ -336,6 +348,11 @@ func ContainerStateDir(dataDir string) string {
 // ImageStore returns the image store's directory and options.
 func (c Config) ImageStore() (string, image.Options) {
 	return filepath.Join(c.DataDir, "images"), image.Options{MaxImageBytes: c.Images.MaxImageSizeMb << 20}
+}
+
+// WasmDriver returns the wasm level's configuration.
+func (c Config) WasmDriver() wasm.Config {
+	return wasm.Config{RuntimeDir: c.Wasm.RuntimeDir, StateDir: filepath.Join(c.DataDir, "wasm")}
 }
 
 // ProcessDriver returns the process level's configuration.

@@ -10,6 +10,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 )
@@ -32,6 +33,7 @@ func Registry(cfg config.Config, network *egress.Service, images *image.Store, l
 		c.Images = images
 	}
 	r.Register(container.New(c, proc, log.With("level", "container")))
+	r.Register(wasm.New(cfg.WasmDriver(), log.With("level", "wasm")))
 	return r
 }
 

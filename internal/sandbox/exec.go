@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"io"
+	"sync"
 	"syscall"
 
 	"github.com/airlockrun/airlock/api"
@@ -65,3 +67,45 @@ const (
 	ExitSetupError = 125 // the sandbox could not be set up
 	ExitOOM        = 137 // 128+SIGKILL: the memory limit killed the command
 )
+
+// Capture is an exec's output stream as the driver sees it: it keeps the first limit bytes
+// written to it (none when limit is 0: not capturing) and notes that more came; everything goes on
+// to tee. The limit applies to what is kept only: a streaming caller gets every byte.
+type Capture struct {
+	mu        sync.Mutex // guards buf and truncated
+	buf       bytes.Buffer
+	limit     int64
+	truncated bool
+	tee       io.Writer
+}
+
+// NewCapture returns a Capture keeping limit bytes and passing everything on to tee (may be nil).
+func NewCapture(limit int64, tee io.Writer) *Capture { return &Capture{limit: limit, tee: tee} }
+
+// Write implements io.Writer; it never fails (a failing tee is the caller's to notice).
+func (c *Capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.limit - int64(c.buf.Len()); room < int64(len(p)) {
+		c.truncated = c.limit > 0
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+	} else {
+		c.buf.Write(p)
+	}
+	if c.tee != nil {
+		c.tee.Write(p)
+	}
+	return len(p), nil
+}
+
+// Result sets *out to what was kept and *truncated when something was not, when capturing.
+func (c *Capture) Result(out *string, truncated *bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.limit > 0 {
+		*out = c.buf.String()
+		*truncated = *truncated || c.truncated
+	}
+}

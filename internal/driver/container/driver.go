@@ -85,7 +85,7 @@ type Driver struct {
 	caps     driver.Capabilities
 	cgroups  *cgroups.Layout
 	runtimes map[string]*runtime
-	owner    []byte // this process, as recorded in its bundles for Sweep (ownerLine)
+	owner    []byte // this process, as recorded in its bundles for Sweep (process.OwnerLine)
 
 	privateMu sync.Mutex
 	private   bool // the bundles directory is a private mount (ensurePrivate)
@@ -107,7 +107,7 @@ func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	}
 	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}}
 	d.caps = d.probe()
-	if owner, err := ownerLine(); err != nil {
+	if owner, err := process.OwnerLine(); err != nil {
 		d.caps.Available, d.caps.Reason = false, "cannot read this process's start time: "+err.Error()
 	} else {
 		d.owner = owner

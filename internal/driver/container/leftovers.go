@@ -43,7 +43,7 @@ func (d *Driver) Sweep(ctx context.Context) {
 	var swept []string
 	for _, e := range ents {
 		dir := filepath.Join(d.cfg.StateDir, "bundles", e.Name())
-		if ownerAlive(dir) {
+		if process.OwnerAlive(dir) {
 			continue
 		}
 		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) < orphanAge && ownerUnknown(dir) {
@@ -60,33 +60,9 @@ func (d *Driver) Sweep(ctx context.Context) {
 	}
 }
 
-// ownerLine names this process for good: its pid and start time.
-func ownerLine() ([]byte, error) {
-	st, err := process.StartTime(os.Getpid())
-	if err != nil {
-		return nil, err
-	}
-	return fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), nil
-}
-
 func ownerUnknown(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "owner"))
 	return err != nil
-}
-
-// ownerAlive reports whether the process recorded in dir's owner file still runs.
-func ownerAlive(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "owner"))
-	if err != nil {
-		return false
-	}
-	var pid int
-	var st uint64
-	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
-		return false
-	}
-	now, err := process.StartTime(pid)
-	return err == nil && now == st
 }
 
 // Leftovers lists what this level's sandboxes still hold on the host: cgroups, containers the

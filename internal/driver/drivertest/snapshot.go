@@ -52,8 +52,8 @@ func snapshotter(t *testing.T, h *Harness, sb driver.Sandbox) driver.Snapshotter
 	return s
 }
 
-// layerFiles makes files of every kind in a sandbox's writable directories and prints, as the
-// sandbox sees them, what a restore must bring back.
+// layerFiles makes files of every kind in a sandbox's writable directories and layerState
+// prints, as the sandbox sees them, what a restore must bring back.
 const (
 	layerFiles = `set -e
 cd /workspace
@@ -74,6 +74,36 @@ readlink link
 md5sum big | cut -c1-32
 cat a.txt dir/deep/b /tmp/t "$HOME/.rc" /dev/shm/s; echo
 `
+	// The Python forms leave out /dev/shm, which is the kernel's, and print ids for owners (a
+	// level without a shell may have no user names). pyLayerFiles makes the named pipe unless
+	// the level skips SnapshotFIFO, and sets modes where there are any.
+	pyLayerFiles = pyChmod + `
+os.chdir("/workspace")
+def put(p, data):
+    with open(p, "wb" if isinstance(data, bytes) else "w") as f: f.write(data)
+put("a.txt", "hello")
+os.makedirs("dir/deep")
+put("dir/deep/b", "b")
+chmod("dir", 0o750)
+chmod("dir/deep/b", 0o604)
+os.symlink("a.txt", "link")
+os.link("a.txt", "hard")
+if FIFO: os.mkfifo("fifo")
+put("big", os.urandom(1048576))
+put("/tmp/t", "tmp")
+put(os.environ["HOME"] + "/.rc", "rc")
+`
+	pyLayerState = `
+import hashlib, os, stat
+os.chdir("/workspace")
+for n in ("a.txt", "dir", "dir/deep/b", "link"):
+    st = os.lstat(n)
+    print(n, stat.filemode(st.st_mode), st.st_uid, st.st_gid)
+print(os.readlink("link"))
+if os.stat("a.txt").st_ino == os.stat("hard").st_ino: print("hard-linked")
+print(hashlib.md5(open("big", "rb").read()).hexdigest())
+print("".join(open(p).read() for p in ("a.txt", "dir/deep/b", "/tmp/t", os.environ["HOME"] + "/.rc")))
+`
 )
 
 // testSnapshot saves a sandbox's layer, changes the sandbox, and restores the layer into a new
@@ -83,8 +113,14 @@ cat a.txt dir/deep/b /tmp/t "$HOME/.rc" /dev/shm/s; echo
 func testSnapshot(t *testing.T, h *Harness) {
 	sb := h.New(t, sandbox.Spec{})
 	snap := snapshotter(t, h, sb)
-	expect(t, Exec(t, sb, 20*time.Second, layerFiles), 0, "")
-	want := Exec(t, sb, 10*time.Second, layerState)
+	whyNoFIFO, noFIFO := h.opts.Skip["SnapshotFIFO"]
+	fifo := "FIFO = True"
+	if noFIFO {
+		fifo = "FIFO = False"
+	}
+	state := Script{Sh: layerState, Py: pyLayerState}
+	expect(t, h.Exec(t, sb, 20*time.Second, Script{Sh: layerFiles, Py: fifo + pyLayerFiles}), 0, "")
+	want := h.Exec(t, sb, 10*time.Second, state)
 	if want.ExitCode != 0 || !strings.Contains(want.Stdout, "hard-linked") {
 		t.Fatalf("state of the original: %+v", want)
 	}
@@ -95,24 +131,44 @@ func testSnapshot(t *testing.T, h *Harness) {
 		t.Fatalf("snapshot: %v", err)
 	}
 	// The original goes on, and changes.
-	expect(t, Exec(t, sb, 10*time.Second, "rm /workspace/a.txt; echo changed > /tmp/t; cat /tmp/t"), 0, "changed")
+	expect(t, h.Exec(t, sb, 10*time.Second, Script{
+		Sh: "rm /workspace/a.txt; echo changed > /tmp/t; cat /tmp/t",
+		Py: `
+import os
+os.remove("/workspace/a.txt")
+with open("/tmp/t", "w") as f: f.write("changed\n")
+print(open("/tmp/t").read(), end="")`,
+	}), 0, "changed")
 
 	restored, err := h.Restore(t, sandbox.Spec{}, bytes.NewReader(layer.Bytes()), "")
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	got := Exec(t, restored, 10*time.Second, layerState)
+	got := h.Exec(t, restored, 10*time.Second, state)
 	if got.ExitCode != 0 || got.Stdout != want.Stdout {
 		t.Fatalf("restored layer:\n%s\nwant:\n%s\nstderr %s", got.Stdout, want.Stdout, got.Stderr)
 	}
-	if why, ok := h.opts.Skip["SnapshotFIFO"]; ok {
-		t.Logf("named pipes are not checked: %s", why)
+	if noFIFO {
+		t.Logf("named pipes are not checked: %s", whyNoFIFO)
 	} else {
-		expect(t, Exec(t, restored, 10*time.Second, "stat -c %F /workspace/fifo"), 0, "fifo")
+		expect(t, h.Exec(t, restored, 10*time.Second, Script{
+			Sh: "stat -c %F /workspace/fifo",
+			Py: `import os, stat; print("fifo" if stat.S_ISFIFO(os.lstat("/workspace/fifo").st_mode) else "not a fifo")`,
+		}), 0, "fifo")
 	}
 	// The restored sandbox is a sandbox like any other: it writes, and its writes are its own.
-	expect(t, Exec(t, restored, 10*time.Second, "echo mine > /workspace/a.txt; cat /workspace/a.txt"), 0, "mine")
-	expect(t, Exec(t, sb, 10*time.Second, "cat /workspace/a.txt 2>/dev/null || echo gone"), 0, "gone")
+	expect(t, h.Exec(t, restored, 10*time.Second, Script{
+		Sh: "echo mine > /workspace/a.txt; cat /workspace/a.txt",
+		Py: `
+with open("/workspace/a.txt", "w") as f: f.write("mine\n")
+print(open("/workspace/a.txt").read(), end="")`,
+	}), 0, "mine")
+	expect(t, h.Exec(t, sb, 10*time.Second, Script{
+		Sh: "cat /workspace/a.txt 2>/dev/null || echo gone",
+		Py: `
+import os
+print(open("/workspace/a.txt").read() if os.path.exists("/workspace/a.txt") else "gone", end="")`,
+	}), 0, "gone")
 
 	// A paused sandbox can be saved, and stays paused.
 	if p, ok := sb.(driver.Pauser); ok {

@@ -2,6 +2,8 @@
 // bad thing inside a sandbox (memory bomb, fork bomb, disk fill, reading host files, blocked
 // syscalls, escaping the timeout) and checks that it fails and the host is fine. A level runs it
 // from its own test with Run; a level that cannot express a test skips it by name, with a reason.
+// The cases' commands are written in POSIX shell and, where a case can say the same in it, in
+// Python, for levels that have an interpreter but no shell (Options.Lang, dialect.go).
 package drivertest
 
 import (
@@ -18,8 +20,15 @@ import (
 
 // Options adapts the suite to a level.
 type Options struct {
-	// Skip names tests the level cannot run, each with the reason printed in the test log.
+	// Skip names tests the level cannot run, each with the reason printed in the test log. A name
+	// "Case/part" skips one part of a case only (its parts are the subtests it runs, such as
+	// "ExitCodes/killed by signal" or "Streams/signals").
 	Skip map[string]string
+	// Lang is the dialect the cases' commands are written in: "" (LangShell, the default) is
+	// POSIX shell, run as /bin/sh -c, with the usual commands beside it; "python" (LangPython) is
+	// Python 3, run as python3 -c, for levels without a shell. A case with no form in the level's
+	// dialect fails unless Skip names it.
+	Lang string
 	// Leaks returns the host resources the level's sandboxes still hold (processes, mounts,
 	// cgroups, ...). The suite calls it after tearing sandboxes down and expects nothing.
 	Leaks func() []string
@@ -29,12 +38,15 @@ type Options struct {
 type Case struct {
 	Name string
 	Run  func(t *testing.T, h *Harness)
+	// Python says the case has a Python form (Options.Lang "python"); every case has a shell form.
+	Python bool
 }
 
 // Harness gives a test sandboxes from the driver under test and cleans them up.
 type Harness struct {
 	D    driver.Driver
 	opts Options
+	name string // the case running: for messages, and the skips of its parts
 }
 
 // Run runs every case against d.
@@ -42,11 +54,17 @@ func Run(t *testing.T, d driver.Driver, opts Options) {
 	if c := d.Capabilities(); !c.Available {
 		t.Skipf("level %s unavailable on this host: %s", c.Level, c.Reason)
 	}
-	h := &Harness{D: d, opts: opts}
+	if opts.Lang != LangShell && opts.Lang != LangPython {
+		t.Fatalf("Options.Lang %q: want %q (shell) or %q", opts.Lang, LangShell, LangPython)
+	}
 	for _, c := range Cases() {
+		h := &Harness{D: d, opts: opts, name: c.Name}
 		t.Run(c.Name, func(t *testing.T) {
 			if why, ok := opts.Skip[c.Name]; ok {
 				t.Skipf("level %s cannot run this: %s", d.Name(), why)
+			}
+			if opts.Lang == LangPython && !c.Python {
+				t.Fatalf("case %s has no python form; give it one or name a skip", c.Name)
 			}
 			// Registered first, so it runs last: after every sandbox of the case is destroyed.
 			t.Cleanup(func() { h.CheckLeaks(t) })

@@ -215,3 +215,28 @@ func (s *Sandbox) abandon() {
 		s.events.Close()
 	}
 }
+
+// OwnerLine names this process for good, for an owner file: its pid and its start time (a pid
+// alone may be reused).
+func OwnerLine() ([]byte, error) {
+	st, err := StartTime(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), nil
+}
+
+// OwnerAlive reports whether the process that dir's owner file (an OwnerLine) names still runs.
+func OwnerAlive(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "owner"))
+	if err != nil {
+		return false
+	}
+	var pid int
+	var st uint64
+	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
+		return false
+	}
+	now, err := StartTime(pid)
+	return err == nil && now == st
+}

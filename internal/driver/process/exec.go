@@ -296,7 +296,7 @@ func (s *Sandbox) account(before counters, ru *rusage, guestAfter *guestStats, r
 	if n := after.ev.ThrottledPeriods - before.ev.ThrottledPeriods; n > 0 {
 		ev(sandbox.EventLimitCPU, fmt.Sprintf("CPU limit of %g vCPU reached; throttled in %d period(s)", s.spec.Resources.CPU, n), n)
 	}
-	if layerFull(s.layerPath()) {
+	if LayerFull(s.layerPath()) {
 		ev(sandbox.EventLimitDisk, fmt.Sprintf("writable layer of %d MiB is full", s.spec.Resources.DiskMB), 0)
 	}
 	if res.TimedOut {
@@ -316,8 +316,8 @@ func (s *Sandbox) account(before counters, ru *rusage, guestAfter *guestStats, r
 	}
 }
 
-// layerFull reports whether the writable layer, which p is on, has (nearly) no space left.
-func layerFull(p string) bool {
+// LayerFull reports whether the writable layer, which p is on, has (nearly) no space left.
+func LayerFull(p string) bool {
 	var st unix.Statfs_t
 	if err := unix.Statfs(p, &st); err != nil {
 		return false

@@ -2,7 +2,6 @@ package process
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -23,43 +22,16 @@ import (
 // bytes of each output when capturing while passing everything on to the caller's writer. With a
 // TTY there is a terminal instead of pipes: the command gets its slave, the driver its master.
 type stdio struct {
-	child   [3]*os.File // what the command gets: stdin, stdout, stderr (nothing with a TTY)
-	closers []*os.File  // the driver's copies of child ends
-	readers []*os.File  // what the pumps read: output pipes' read ends, or a terminal's master
-	stdin   *os.File    // the write end of a stdin pipe the driver feeds; closed when the exec ends
-	tty     *os.File    // the terminal's master, once init sent it, or the socket of its relay
-	relayed bool        // tty is a relay's socket
-	out     [2]*capture // stdout, stderr; stderr is nil with a TTY (merged into stdout)
+	child   [3]*os.File         // what the command gets: stdin, stdout, stderr (nothing with a TTY)
+	closers []*os.File          // the driver's copies of child ends
+	readers []*os.File          // what the pumps read: output pipes' read ends, or a terminal's master
+	stdin   *os.File            // the write end of a stdin pipe the driver feeds; closed when the exec ends
+	tty     *os.File            // the terminal's master, once init sent it, or the socket of its relay
+	relayed bool                // tty is a relay's socket
+	out     [2]*sandbox.Capture // stdout, stderr; stderr is nil with a TTY (merged into stdout)
 
 	pending atomic.Int32  // pumps running
 	eof     chan struct{} // closed when the last pump stopped
-}
-
-// capture keeps the first limit bytes written to it and counts the rest; everything goes on to
-// tee. The limit applies to what is kept only: a streaming caller gets every byte.
-type capture struct {
-	mu        sync.Mutex // guards buf and truncated
-	buf       bytes.Buffer
-	limit     int64
-	truncated bool
-	tee       io.Writer
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.limit - int64(c.buf.Len()); room < int64(len(p)) {
-		c.truncated = true
-		if room > 0 {
-			c.buf.Write(p[:room])
-		}
-	} else {
-		c.buf.Write(p)
-	}
-	if c.tee != nil {
-		c.tee.Write(p)
-	}
-	return len(p), nil
 }
 
 func newStdio(req sandbox.ExecRequest) (*stdio, error) {
@@ -73,7 +45,7 @@ func newStdio(req sandbox.ExecRequest) (*stdio, error) {
 	}
 	if req.TTY {
 		// Stdin is fed, and the output read, once init has made the terminal (attachTerminal).
-		s.out[0] = &capture{limit: limit, tee: req.Stdout}
+		s.out[0] = sandbox.NewCapture(limit, req.Stdout)
 		return s, nil
 	}
 	switch in := req.Stdin.(type) {
@@ -125,7 +97,7 @@ func newStdio(req sandbox.ExecRequest) (*stdio, error) {
 		s.child[i+1] = pw
 		s.closers = append(s.closers, pw)
 		s.readers = append(s.readers, r)
-		s.out[i] = &capture{limit: limit, tee: w}
+		s.out[i] = sandbox.NewCapture(limit, w)
 		dsts = append(dsts, s.out[i])
 	}
 	s.startPumps(dsts)
@@ -233,16 +205,11 @@ func (s *stdio) finish(grace time.Duration, res *sandbox.ExecResult) {
 		if c == nil {
 			continue
 		}
-		c.mu.Lock()
-		if c.limit > 0 {
-			if i == 0 {
-				res.Stdout = c.buf.String()
-			} else {
-				res.Stderr = c.buf.String()
-			}
-			res.Truncated = res.Truncated || c.truncated
+		if i == 0 {
+			c.Result(&res.Stdout, &res.Truncated)
+		} else {
+			c.Result(&res.Stderr, &res.Truncated)
 		}
-		c.mu.Unlock()
 	}
 }
 

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,12 @@ import (
 // cfg (JSON), creates an API key of tenant "bench" there, and returns an SDK client with that key
 // and a stop that closes the client's connections and ends the daemon.
 func StartClient(bin, dir, cfg string) (*client.Client, func(), error) {
+	return StartClientLogged(bin, dir, cfg, nil)
+}
+
+// StartClientLogged is StartClient that also copies the daemon's stderr (its log) to log, when
+// log is not nil.
+func StartClientLogged(bin, dir, cfg string, log io.Writer) (*client.Client, func(), error) {
 	data := filepath.Join(dir, "data")
 	cfgFile := filepath.Join(dir, "airlock.json")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -27,7 +34,7 @@ func StartClient(bin, dir, cfg string) (*client.Client, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("keys create: %w", err)
 	}
-	url, stopDaemon, err := Start(bin, data, cfgFile)
+	url, stopDaemon, err := StartLogged(bin, data, cfgFile, log)
 	if err != nil {
 		return nil, nil, err
 	}
