@@ -246,6 +246,8 @@ func (s *Sandbox) env(spec execSpec, cmd command, req sandbox.ExecRequest, dir s
 		env["PYTHONHOME"] = "/usr/local"
 		// The library is read-only: nothing could be written anyway.
 		env["PYTHONDONTWRITEBYTECODE"] = "1"
+		// Output goes to the caller as it comes, as from a pipe it would not.
+		env["PYTHONUNBUFFERED"] = "1"
 		if p := env["PYTHONPATH"]; p != "" {
 			env["PYTHONPATH"] = p + ":" + guestSite
 		} else {
@@ -265,7 +267,8 @@ func (s *Sandbox) runPython(ctx context.Context, cmd command, env map[string]str
 		WithArgs(append([]string{cmd.name}, pythonArgs(cmd.args, env["PWD"])...)...).
 		WithStdin(stdin).WithStdout(stdout).WithStderr(stderr).
 		WithFSConfig(s.fsc).
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		WithNanosleep(func(ns int64) { sleep(ctx, ns) })
 	for k, v := range env {
 		cfg = cfg.WithEnv(k, v)
 	}
@@ -310,6 +313,17 @@ func withArg(args []string, i int, dir string) []string {
 	out := slices.Clone(args)
 	out[i] = path.Join(dir, args[i])
 	return out
+}
+
+// sleep is the guest's nanosleep: it ends early when ctx does (time.sleep(3600) past a timeout),
+// which wazero's own, a plain time.Sleep, would not.
+func sleep(ctx context.Context, ns int64) {
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // runJS runs the node-style command line on QuickJS.

@@ -162,6 +162,8 @@ func TestLimits(t *testing.T) {
 	}{
 		{"python", []string{"python3", "-c", "while True: pass"}},
 		{"node", []string{"node", "-e", "for(;;){}"}},
+		{"python sleep", []string{"python3", "-c", "import time; time.sleep(3600)"}},
+		{"node timer", []string{"node", "-e", "setTimeout(() => {}, 3600e3)"}},
 	} {
 		t.Run("timeout "+c.name, func(t *testing.T) {
 			t0 := time.Now()
