@@ -284,19 +284,19 @@ func (s *Sandbox) runPython(ctx context.Context, cmd command, env map[string]str
 // program in "/".
 func pythonArgs(args []string, dir string) []string {
 	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-c" || a == "-m" || a == "-" || a == "--" && i+1 < len(args) && args[i+1] == "-":
+		switch a := args[i]; {
+		case a == "-c" || a == "-m" || a == "-":
 			return args // code, a module or stdin: no script path
 		case a == "-W" || a == "-X" || a == "--check-hash-based-pycs":
 			i++ // an option with its value in the next argument
 		case a == "--":
-			if i+1 < len(args) {
+			if i+1 < len(args) && args[i+1] != "-" {
 				return withArg(args, i+1, dir)
 			}
 			return args
-		case strings.HasPrefix(a, "-") && len(a) > 1:
-			if strings.ContainsAny(a[1:], "cm") && !strings.HasPrefix(a, "--") {
+		case strings.HasPrefix(a, "--"):
+		case strings.HasPrefix(a, "-"):
+			if strings.ContainsAny(a[1:], "cm") {
 				return args // -Ic CODE, -um MOD: the option letters end with c or m
 			}
 		default:

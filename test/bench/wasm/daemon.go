@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/test/bench/serve"
 )
 
@@ -136,20 +137,11 @@ func daemonPID(data string) (int, error) {
 
 // unmountUnder detaches every mount below dir, deepest first: the stores a crashed daemon left.
 func unmountUnder(dir string) error {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return err
-	}
-	var ms []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			ms = append(ms, f[1])
-		}
-	}
-	slices.SortFunc(ms, func(a, b string) int { return len(b) - len(a) })
 	var errs error
-	for _, m := range ms {
+	for _, m := range mountinfo.Under(dir) {
+		if m == dir {
+			continue
+		}
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
 			errs = errors.Join(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}

@@ -263,15 +263,7 @@ func opCopyFile(v *vm, args []uint32) uint32 {
 	if v.argBool(args, 2) {
 		flags |= experimentalsys.O_EXCL
 	}
-	f, e := fsys.OpenFile(rel, flags, st.Mode.Perm())
-	if e != 0 {
-		return v.failErrno(e)
-	}
-	if e := writeAll(f, data); e != 0 {
-		f.Close()
-		return v.failErrno(e)
-	}
-	if e := f.Close(); e != 0 {
+	if e := writeFileAt(fsys, rel, flags, st.Mode.Perm(), data); e != 0 {
 		return v.failErrno(e)
 	}
 	return v.undef()

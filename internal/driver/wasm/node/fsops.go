@@ -322,18 +322,23 @@ func opWriteFile(v *vm, args []uint32) uint32 {
 	if e != 0 {
 		return v.failErrno(e)
 	}
-	f, e := fsys.OpenFile(rel, flags, v.argMode(args, 3, 0o666))
-	if e != 0 {
-		return v.failErrno(e)
-	}
-	if e := writeAll(f, data); e != 0 {
-		f.Close()
-		return v.failErrno(e)
-	}
-	if e := f.Close(); e != 0 {
+	if e := writeFileAt(fsys, rel, flags, v.argMode(args, 3, 0o666), data); e != 0 {
 		return v.failErrno(e)
 	}
 	return v.undef()
+}
+
+// writeFileAt opens rel in fsys with flags and perm, writes data and closes it.
+func writeFileAt(fsys experimentalsys.FS, rel string, flags experimentalsys.Oflag, perm fs.FileMode, data []byte) experimentalsys.Errno {
+	f, e := fsys.OpenFile(rel, flags, perm)
+	if e != 0 {
+		return e
+	}
+	if e := writeAll(f, data); e != 0 {
+		f.Close()
+		return e
+	}
+	return f.Close()
 }
 
 func writeAll(f experimentalsys.File, b []byte) experimentalsys.Errno {
