@@ -36,8 +36,11 @@ type Config struct {
 	// RuntimeDir holds the interpreters: python/ (python.wasm, its standard library, manifest.json)
 	// and quickjs/ (quickjs.wasm, manifest.json), as scripts/wasm/*.sh install them.
 	RuntimeDir string
-	// StateDir holds the sandboxes' stores and the compilation cache.
+	// StateDir holds the sandboxes' stores.
 	StateDir string
+	// CacheDir holds wazero's compilation cache: the interpreters' machine code, so that only the
+	// first airlock compiles them. Default StateDir/cache.
+	CacheDir string
 }
 
 // DefaultRuntimeDir is where scripts/wasm/*.sh install the interpreters by default.
@@ -70,7 +73,10 @@ func New(cfg Config, log *slog.Logger) *Driver {
 	}
 	d := &Driver{cfg: cfg, log: log}
 	d.owner, d.ownerErr = process.OwnerLine()
-	d.rt = openRuntimes(cfg.RuntimeDir, filepath.Join(cfg.StateDir, "cache"), log)
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.StateDir, "cache")
+	}
+	d.rt = openRuntimes(cfg.RuntimeDir, cfg.CacheDir, log)
 	d.caps = d.probe()
 	return d
 }

@@ -19,6 +19,21 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
+// cacheDir is the compilation cache the package's drivers share, as the airlocks of one host do:
+// only the first compiles the interpreters.
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "airlock-wasm-cache-")
+	if err != nil {
+		panic(err)
+	}
+	cacheDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // newDriver returns the wasm level on a state directory of the test's, with the interpreters make
 // wasm-runtimes installed. They are part of `make test`'s setup, so their absence fails the test.
 func newDriver(t *testing.T) (*wasm.Driver, string) {
@@ -27,7 +42,7 @@ func newDriver(t *testing.T) (*wasm.Driver, string) {
 		t.Skip("the wasm level mounts a tmpfs per sandbox: run as root")
 	}
 	state := t.TempDir()
-	d := wasm.New(wasm.Config{StateDir: state}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	d := wasm.New(wasm.Config{StateDir: state, CacheDir: cacheDir}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c := d.Capabilities()
 	if !c.Available || len(c.Features) < 3 {
 		t.Fatalf("wasm level without both interpreters (run make wasm-runtimes): %s %+v", c.Reason, c.Checks)
@@ -358,7 +373,7 @@ func TestAdopt(t *testing.T) {
 	run(t, sb, 30*time.Second, "python3", "-c", "open('/workspace/a','w').write('before')")
 	facts := sb.(driver.HostFacter).HostFacts()
 
-	later := wasm.New(wasm.Config{StateDir: state}, slog.New(slog.DiscardHandler))
+	later := wasm.New(wasm.Config{StateDir: state, CacheDir: cacheDir}, slog.New(slog.DiscardHandler))
 	adopted, err := later.Adopt(context.Background(), sb.ID(), spec, facts)
 	if err != nil {
 		t.Fatalf("adopt: %v", err)
