@@ -35,8 +35,8 @@ const exitTrap = 128 + int(syscall.SIGABRT)
 // time (the kernel's count) is the command's. Any number of execs may run at once, up to
 // maxProcesses (each is the wasm level's process).
 //
-// When ctx is done the module is closed at its next instruction (or host call), and the result
-// says TimedOut. A memory growth past the sandbox's memoryMb is refused: the interpreter sees an
+// When ctx is done the command stops at its next loop or call (CPython's module is closed by
+// wazero; QuickJS stops itself through its interrupt hook), and the result says TimedOut. A memory growth past the sandbox's memoryMb is refused: the interpreter sees an
 // allocation failure (MemoryError, out of memory) and the result has a limit.memory event.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (res sandbox.ExecResult, err error) {
 	res = sandbox.ExecResult{ExecutionID: req.ID, LimitEvents: []sandbox.LimitEvent{}}
@@ -78,7 +78,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (res sandbo
 	if err != nil {
 		var ce *commandError
 		if errors.As(err, &ce) {
-			if ce.exit == 127 && strings.Contains(req.Command[0], "/") && s.exists(req.Command[0]) {
+			if ce.exit == 127 && strings.Contains(req.Command[0], "/") && s.exists(req.Command[0], spec.Workdir) {
 				ce = &commandError{126, fmt.Sprintf("airlock: %s: not executable (the wasm level runs python3 and node only)", req.Command[0])}
 			}
 			fmt.Fprintln(stderr, ce.msg)
@@ -213,10 +213,10 @@ func (s *Sandbox) isDir(p string) bool {
 	return ok && st.Mode.IsDir()
 }
 
-// exists reports whether the guest path p (relative to the workdir when not absolute) exists.
-func (s *Sandbox) exists(p string) bool {
+// exists reports whether the guest path p (relative to dir when not absolute) exists.
+func (s *Sandbox) exists(p, dir string) bool {
 	if !path.IsAbs(p) {
-		p = path.Join(s.spec.Workdir, p)
+		p = path.Join(dir, p)
 	}
 	_, ok := s.stat(p)
 	return ok

@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// memoryCap enforces a sandbox's memoryMb on the linear memories of its running modules: it is
-// wazero's MemoryAllocator for every instance the sandbox starts. Each memory is one anonymous
+// memoryCap enforces a sandbox's memoryMb on the linear memories of its running modules, through
+// the allocator each exec gives wazero (forExec). Each memory is one anonymous
 // mapping reserved at its cap up front (address space only: pages cost RAM once touched), so it
 // grows in place, never copied; a growth that would pass the sandbox's cap is refused, which the
 // guest sees as memory.grow returning -1 (CPython: MemoryError; QuickJS: out of memory), and is
@@ -19,10 +19,9 @@ import (
 type memoryCap struct {
 	limit uint64 // bytes
 
-	mu      sync.Mutex // guards used, peak
-	used    uint64     // bytes of linear memory the sandbox's live modules have
-	peak    uint64
-	refused atomic.Int64 // growths refused so far
+	mu   sync.Mutex // guards used, peak
+	used uint64     // bytes of linear memory the sandbox's live modules have
+	peak uint64
 }
 
 func newMemoryCap(limit uint64) *memoryCap { return &memoryCap{limit: limit} }
@@ -87,7 +86,6 @@ func (c *memoryCap) grow(delta uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.used+delta > c.limit {
-		c.refused.Add(1)
 		return false
 	}
 	c.used += delta
@@ -118,9 +116,6 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 		return m.buf[:size:size]
 	}
 	if size > m.reserve || m.failed || !m.cap.grow(size-m.len) {
-		if size > m.reserve && !m.failed {
-			m.cap.refused.Add(1)
-		}
 		m.exec.refused.Add(1)
 		return nil
 	}
