@@ -201,7 +201,7 @@ func checkSpec(spec sandbox.Spec) error {
 // skeleton makes the directories of the guest's root: the writable ones, the workdir and the
 // mount points of the read-only ones (so that listing / shows them).
 func skeleton(root string, spec sandbox.Spec) error {
-	dirs := append([]string{"/usr/local/lib/python3.11", "/usr/local/lib/airlock"}, writableDirs(spec)...)
+	dirs := append([]string{"/usr/local/lib/python3.11", "/usr/local/lib/python3/dist-packages"}, writableDirs(spec)...)
 	for _, m := range spec.Filesystem.ReadOnly {
 		if mt, err := sandbox.ParseMount("", m, true); err == nil {
 			dirs = append(dirs, mt.Dest)

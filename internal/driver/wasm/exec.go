@@ -248,11 +248,8 @@ func (s *Sandbox) env(spec execSpec, cmd command, req sandbox.ExecRequest, dir s
 		env["PYTHONDONTWRITEBYTECODE"] = "1"
 		// Output goes to the caller as it comes, as from a pipe it would not.
 		env["PYTHONUNBUFFERED"] = "1"
-		if p := env["PYTHONPATH"]; p != "" {
-			env["PYTHONPATH"] = p + ":" + guestSite
-		} else {
-			env["PYTHONPATH"] = guestSite
-		}
+		// PWD: site/airlock-cwd.pth moves there.
+
 	}
 	return env
 }
@@ -280,8 +277,8 @@ func (s *Sandbox) runPython(ctx context.Context, cmd command, env map[string]str
 }
 
 // pythonArgs makes a relative script path absolute against the working directory: CPython makes
-// it absolute while it starts, before site (sitecustomize) moves it to PWD, and WASI starts every
-// program in "/".
+// it absolute while it starts, before site (site/airlock-cwd.pth) moves it to PWD, and WASI
+// starts every program in "/".
 func pythonArgs(args []string, dir string) []string {
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {

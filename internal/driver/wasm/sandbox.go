@@ -22,15 +22,15 @@ import (
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
-// site is the directory the guest's Python finds sitecustomize in (see site/sitecustomize.py).
+// site is the site directory of the guest's Python (see site/airlock-cwd.pth).
 //
 //go:embed site
 var site embed.FS
 
 // Guest paths of the read-only parts every sandbox sees.
 const (
-	guestPythonLib = "/usr/local/lib"         // the interpreter's standard library, from python/lib
-	guestSite      = "/usr/local/lib/airlock" // site, above
+	guestPythonLib = "/usr/local/lib"                       // the interpreter's standard library, from python/lib
+	guestSite      = "/usr/local/lib/python3/dist-packages" // site, above; site.py reads it
 )
 
 // Sandbox is one wasm sandbox: a store and the execs running on it.

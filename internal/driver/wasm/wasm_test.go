@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 // newDriver returns the wasm level on a state directory of the test's, with the interpreters make
 // wasm-runtimes installed. They are part of `make test`'s setup, so their absence fails the test.
-func newDriver(t *testing.T) (*wasm.Driver, string) {
+func newDriver(t testing.TB) (*wasm.Driver, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the wasm level mounts a tmpfs per sandbox: run as root")
@@ -55,7 +55,7 @@ func newDriver(t *testing.T) (*wasm.Driver, string) {
 	return d, state
 }
 
-func newSandbox(t *testing.T, d driver.Driver, spec sandbox.Spec) driver.Sandbox {
+func newSandbox(t testing.TB, d driver.Driver, spec sandbox.Spec) driver.Sandbox {
 	t.Helper()
 	spec.Isolation = sandbox.LevelWasm
 	sandbox.SetDefaults(&spec)
