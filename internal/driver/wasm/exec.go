@@ -331,7 +331,7 @@ func (s *Sandbox) runJS(ctx context.Context, mem *execMemory, cmd command, env m
 	}
 	res, err := r.Run(ctx, node.Config{
 		Args: cmd.args, Env: env, Dir: dir, Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		FS: s.mounts, MemoryLimit: int64(s.mem.limit), Fresh: true,
+		FS: s.mounts, MemoryLimit: int64(s.mem.limit),
 	})
 	if err != nil && ctx.Err() != nil {
 		return 128 + int(unix.SIGKILL), nil // stopped: the caller reads why from ctx

@@ -35,14 +35,12 @@
 //
 // NewRunner boots QuickJS once, evaluates the JS prelude (js/*.js, embedded) and keeps the
 // linear memory as a snapshot. It then recompiles quickjs.wasm with the snapshot's size as the
-// initial memory, so a run never grows memory to start. A run takes an idle instance from a
-// small pool (or instantiates one), overwrites its whole memory with the snapshot and resets
-// __stack_pointer — nothing of an earlier run survives that — and calls the prelude's boot()
-// with the command line. Then the host drives the event loop: promise jobs until none are left,
+// initial memory, so a run never grows memory to start. A run instantiates the module (its own
+// instance, closed when the run ends), writes the snapshot into its memory and resets
+// __stack_pointer, and calls the prelude's boot() with the command line. Then the host drives the event loop: promise jobs until none are left,
 // unhandled rejections, then one macrotask (immediate or due timer) at a time, sleeping until the
-// next timer. Instances that end a run by themselves go back to the pool; those that called
-// process.exit, trapped or were stopped are closed. A warm `node -e 'console.log(1)'` costs about
-// 0.2 ms of Run.
+// next timer. A warm `node -e 'console.log(1)'` costs about 1.3 ms of Run, most of it the
+// instantiation.
 //
 // Math.random is reseeded per run (QuickJS seeds it once, at context creation). Dates are UTC:
 // the guest sees no host time zone.

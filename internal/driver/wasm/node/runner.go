@@ -9,7 +9,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -53,10 +52,6 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// FS is the guest filesystem; nil means none (every path is ENOENT).
 	FS Mounts
-	// Fresh runs in a new instance, closed when the run ends, instead of one from the pool: for a
-	// caller whose ctx gives the run's memory an allocator of its own
-	// (experimental.WithMemoryAllocator), which a pooled instance would not use.
-	Fresh bool
 	// MemoryLimit caps, in bytes, what QuickJS's allocator may hold (at most 4 GiB - 1); 0 means
 	// no limit of its own, leaving only the runtime's memory pages limit.
 	MemoryLimit int64
@@ -87,8 +82,6 @@ type Runner struct {
 	engineVer string // QuickJS-NG version, e.g. "0.17.0"
 	maxPages  uint32 // the wasm memory's page limit in this runtime
 
-	idle      chan *instance // instances that ended a run cleanly, for reuse
-	closed    atomic.Bool    // Close was called: release closes instead of pooling
 	closeOnce sync.Once
 }
 
@@ -108,8 +101,7 @@ func NewRunner(ctx context.Context, r wazero.Runtime, wasm []byte) (*Runner, err
 		return nil, err
 	}
 	run := &Runner{
-		rt:   r,
-		idle: make(chan *instance, maxIdle()),
+		rt: r,
 		modCfg: wazero.NewModuleConfig().WithName("").WithStartFunctions().
 			WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader),
 	}
@@ -182,12 +174,10 @@ func memMin(c wazero.CompiledModule) uint32 {
 	return 0
 }
 
-// Close releases the compiled module and the idle instances. Runs in progress are not stopped.
+// Close releases the compiled module. Runs in progress are not stopped.
 func (r *Runner) Close(ctx context.Context) error {
 	var err error
 	r.closeOnce.Do(func() {
-		r.closed.Store(true)
-		r.closeIdle(ctx)
 		err = r.compiled.Close(ctx)
 	})
 	return err
@@ -249,15 +239,14 @@ func (r *Runner) Run(ctx context.Context, cfg Config) (Result, error) {
 func (v *vm) run(ctx context.Context) (res Result, err error) {
 	gctx := context.WithValue(ctx, vmKey{}, v)
 	v.done = ctx.Done()
-	in, err := v.r.acquire(gctx, v.cfg.Fresh)
+	in, err := v.r.newInstance(gctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{ExitCode: -1}, fmt.Errorf("node: stopped: %w", ctx.Err())
 		}
 		return Result{ExitCode: -1}, fmt.Errorf("node: start quickjs.wasm: %w", err)
 	}
-	reusable := false
-	defer func() { v.r.release(in, reusable) }()
+	defer in.mod.Close(context.WithoutCancel(ctx))
 	v.g = in.g
 
 	defer func() {
@@ -284,7 +273,6 @@ func (v *vm) run(ctx context.Context) (res Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
-	reusable = !v.exitRequested && ctx.Err() == nil && !v.cfg.Fresh
 	return Result{ExitCode: code, OOM: v.oom}, nil
 }
 
