@@ -24,6 +24,12 @@ In another terminal, copy and paste:
     $BIN ls
     $BIN rm \$ID
 
+Python and JavaScript as WebAssembly inside airlock (the wasm level, milliseconds per command):
+
+    W=\$($BIN create --isolation wasm)
+    $BIN exec \$W -- python3 -c 'print(sum(range(10)))'
+    $BIN exec \$W -- node -e 'console.log([1, 2, 3].map(x => x * 2))'
+
 or with curl:
 
     curl -s -H "Authorization: Bearer $KEY" -d '{"resources":{"memoryMb":512}}' http://$LISTEN/api/v1/sandboxes
