@@ -1,11 +1,16 @@
-// Package mountinfo reads this process's mount table (/proc/self/mountinfo).
+// Package mountinfo reads this process's mount table (/proc/self/mountinfo) and takes down what
+// is mounted below a directory.
 package mountinfo
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Unescape undoes mountinfo's octal escapes (\040 for space and so on).
@@ -46,4 +51,16 @@ func Under(dir string) []string {
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
+}
+
+// UnmountAll detaches every mount at or below dir, deepest first, and reports what it could not
+// (a mount already gone is not an error).
+func UnmountAll(dir string) error {
+	var errs []error
+	for _, m := range Under(dir) {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
 }

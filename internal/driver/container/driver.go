@@ -290,7 +290,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id), rt.name == sandbox.RuntimeRunsc)
 	teardown := func(ctx context.Context) error {
 		err := rt.delete(ctx, id)
-		if uerr := unmountAll(b.dir); uerr != nil && err == nil {
+		if uerr := mountinfo.UnmountAll(b.dir); uerr != nil && err == nil {
 			err = uerr
 		}
 		if cerr := removeCgroups(d.cfg.CgroupParent, id); cerr != nil && err == nil {

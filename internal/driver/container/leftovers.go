@@ -23,7 +23,7 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 		}
 	}
 	dir := filepath.Join(d.cfg.StateDir, "bundles", id)
-	err := unmountAll(dir)
+	err := mountinfo.UnmountAll(dir)
 	os.RemoveAll(dir)
 	if d.cgroups != nil {
 		d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)

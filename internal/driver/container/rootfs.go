@@ -1,7 +1,6 @@
 package container
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
-	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -338,17 +336,6 @@ func touch(p string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// unmountAll detaches every mount at or below dir, deepest first, and reports what it could not.
-func unmountAll(dir string) error {
-	var errs []error
-	for _, m := range mountinfo.Under(dir) {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // LayerLayout is what of a bundle's writable layer a snapshot holds: the host template's

@@ -255,16 +255,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 // Reclaim implements driver.Reclaimer: the sandbox's store is unmounted and removed.
 func (d *Driver) Reclaim(_ context.Context, id string) error {
 	dir := d.dir(id)
-	var err error
-	for _, m := range mountinfo.Under(dir) {
-		if uerr := unix.Unmount(m, unix.MNT_DETACH); uerr != nil && !errors.Is(uerr, unix.EINVAL) {
-			err = errors.Join(err, fmt.Errorf("unmount %s: %w", m, uerr))
-		}
-	}
-	if rerr := os.RemoveAll(dir); rerr != nil {
-		err = errors.Join(err, rerr)
-	}
-	return err
+	return errors.Join(mountinfo.UnmountAll(dir), os.RemoveAll(dir))
 }
 
 // Sweep implements driver.Sweeper: stores whose airlock process is gone and that no record

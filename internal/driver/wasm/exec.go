@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path"
 	"runtime"
 	"slices"
@@ -393,8 +392,6 @@ func stdinFor(ctx context.Context, r io.Reader) io.Reader {
 		return strings.NewReader("")
 	case *strings.Reader:
 		return r
-	case *os.File:
-		// A file may be a terminal or a pipe: treat it like any stream.
 	}
 	pr, pw := io.Pipe()
 	go func() {

@@ -91,23 +91,29 @@ func (s *Sandbox) buildMounts() error {
 	spec := s.spec
 	writable := writableDirs(spec)
 	var binds []mount
-	for i, m := range spec.Filesystem.ReadWrite {
-		mt, err := sandbox.ParseMount(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false)
+	bind := func(field, m string, readOnly bool) error {
+		mt, err := sandbox.ParseMount(field, m, readOnly)
 		if err != nil {
 			return err
 		}
-		binds = append(binds, mount{mt.Dest, newConfinedFS(mt.Host, mt.Dest, []string{"/"}, spec.Filesystem.Blocked, s.files)})
+		if fi, err := os.Stat(mt.Host); err != nil || !fi.IsDir() {
+			return errdefs.Invalid(field, "host path %s bound at %s is not a directory (the wasm level binds directories only)", mt.Host, mt.Dest)
+		}
+		var writable []string
+		if !readOnly {
+			writable = []string{"/"}
+		}
+		binds = append(binds, mount{mt.Dest, newConfinedFS(mt.Host, mt.Dest, writable, spec.Filesystem.Blocked, s.files)})
+		return nil
+	}
+	for i, m := range spec.Filesystem.ReadWrite {
+		if err := bind(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false); err != nil {
+			return err
+		}
 	}
 	for i, m := range spec.Filesystem.ReadOnly {
-		mt, err := sandbox.ParseMount(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true)
-		if err != nil {
+		if err := bind(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true); err != nil {
 			return err
-		}
-		binds = append(binds, mount{mt.Dest, newConfinedFS(mt.Host, mt.Dest, nil, spec.Filesystem.Blocked, s.files)})
-	}
-	for _, b := range binds {
-		if fi, err := os.Stat(b.fs.(*confinedFS).dir); err != nil || !fi.IsDir() {
-			return errdefs.Invalid("filesystem", "host path %s bound at %s is not a directory (the wasm level binds directories only)", b.fs.(*confinedFS).dir, b.at)
 		}
 	}
 	siteFS, _ := fs.Sub(site, "site")

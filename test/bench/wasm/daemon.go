@@ -11,10 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/test/bench/serve"
 )
 
@@ -133,18 +130,4 @@ func daemonPID(data string) (int, error) {
 		return 0, fmt.Errorf("found %d daemons with data dir %s among this program's children, want 1", len(found), data)
 	}
 	return found[0], nil
-}
-
-// unmountUnder detaches every mount below dir, deepest first: the stores a crashed daemon left.
-func unmountUnder(dir string) error {
-	var errs error
-	for _, m := range mountinfo.Under(dir) {
-		if m == dir {
-			continue
-		}
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
-			errs = errors.Join(errs, fmt.Errorf("unmount %s: %w", m, err))
-		}
-	}
-	return errs
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
 // Targets from the issue, for the wasm level.
@@ -146,7 +147,7 @@ func run(o options) (rep report, err error) {
 	}
 	defer func() {
 		// A daemon that crashed left its wasm stores mounted in dir.
-		if uerr := unmountUnder(dir); uerr != nil {
+		if uerr := mountinfo.UnmountAll(dir); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 		os.RemoveAll(dir)
