@@ -110,6 +110,10 @@ type ContainerConfig struct {
 	RunscPlatform string `json:"runscPlatform"`
 	// CgroupParent is where the runtimes make sandboxes' cgroups.
 	CgroupParent string `json:"cgroupParent"`
+	// PrepareRestores (default true): once a runsc sandbox has a memory snapshot, the container
+	// its next in-place restore goes into is made ahead (`runsc create`), so that the restore
+	// only loads the image. It costs an idle gVisor sandbox per such sandbox.
+	PrepareRestores bool `json:"prepareRestores"`
 }
 
 // WasmConfig configures the wasm level.
@@ -194,7 +198,7 @@ func Default() Config {
 		Database:  DatabaseConfig{Sync: "normal"},
 		Limits:    LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30},
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
-		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent},
+		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
 		Wasm:      WasmConfig{RuntimeDir: wasm.DefaultRuntimeDir},
 		Webhooks:  WebhooksConfig{MaxAttempts: 8, TimeoutSeconds: 10, QueueSize: 10000},
@@ -331,6 +335,7 @@ func (c Config) ContainerDriver() container.Config {
 	d := container.DefaultConfig()
 	d.Runtime, d.Runsc, d.Runc, d.RunscPlatform = c.Container.Runtime, c.Container.Runsc, c.Container.Runc, c.Container.RunscPlatform
 	d.CgroupParent = c.Container.CgroupParent
+	d.NoPreparedRestores = !c.Container.PrepareRestores
 	d.StateDir = ContainerStateDir(c.DataDir)
 	d.UIDBase = c.Process.UIDBase + 65536
 	return d

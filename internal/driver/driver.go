@@ -165,6 +165,18 @@ type Restorer interface {
 	Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (Sandbox, error)
 }
 
+// Preparer is a Restorer that can make, ahead of a restore, the sandbox a memory image will be
+// restored into, so that the restore itself only loads the image (the container level under
+// runsc: `runsc create` long before `runsc restore`).
+type Preparer interface {
+	// Prepare starts making sandbox id of spec ready for a Restore with a memory image, in the
+	// background, when the level can for spec; it returns at once. A Restore of id whose spec
+	// has the same shape uses it; any other Restore of id, or Discard, ends it.
+	Prepare(id string, spec sandbox.Spec)
+	// Discard ends what Prepare made for id, if anything, waiting for it to be made first.
+	Discard(id string)
+}
+
 // Features a level may list in Capabilities.Features.
 const (
 	FeatureSnapshotFilesystem = "snapshot:filesystem" // Snapshotter and Restorer: the writable layer

@@ -113,8 +113,10 @@ type box struct {
 	sb         driver.Sandbox // nil until ready and after release
 	restores   int            // how many times a snapshot replaced sb (its level id's suffix)
 	restoring  bool           // a restore is about to replace sb: no new operations
+	spare      string         // the level id its level prepared the next restore in ("" none)
 
-	op sync.Mutex // orders snapshots and restores of the sandbox
+	op       sync.Mutex     // orders snapshots and restores of the sandbox
+	retiring sync.WaitGroup // destroys of the instances restores replaced, in flight
 
 	scans layerScans // the last scan of the writable layer, for exec.files events
 }
@@ -256,7 +258,7 @@ func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason
 	var sb driver.Sandbox
 	var err error
 	if from != nil {
-		sb, err = m.restoreInstance(ctx, d, b.id, b.spec, *from)
+		sb, err = m.restore(ctx, d, b.id, b.spec, *from)
 	} else {
 		sb, err = d.Create(ctx, b.id, b.spec)
 	}
@@ -495,8 +497,8 @@ func (m *Manager) release(b *box, end, reason string) {
 		b.mu.Unlock()
 		return // someone else ended it
 	}
-	sb := b.sb
-	b.sb = nil
+	sb, spare, spec := b.sb, b.spare, b.spec
+	b.sb, b.spare = nil, ""
 	if reason == sandbox.ReasonTimeout {
 		secs := b.spec.Timeout.MaxDurationSeconds
 		m.recordEvent(b, b.tenant, api.Event{Type: sandbox.EventLimitTimeout, Message: fmt.Sprintf("the sandbox reached its maxDurationSeconds (%d)", secs),
@@ -520,6 +522,8 @@ func (m *Manager) release(b *box, end, reason string) {
 			m.log.Error("destroy sandbox", "sandbox", b.id, "err", err)
 		}
 	}
+	m.discardSpare(spec, spare)
+	b.retiring.Wait() // a terminated sandbox leaves nothing, also of what a restore replaced
 	m.forget(b, true)
 }
 
@@ -632,6 +636,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		failed++
 	}
+	m.reclaimRetired(ctx)
 	for _, d := range m.drivers.All() {
 		if s, ok := d.(driver.Sweeper); ok && d.Capabilities().Available {
 			s.Sweep(ctx)
@@ -641,6 +646,31 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.log.Warn("recovered after an unclean stop", "adopted", adopted, "failed", failed, "lostExecs", n)
 	}
 	return nil
+}
+
+// reclaimRetired reclaims the instances restores replaced whose teardown a killed daemon did
+// not finish.
+func (m *Manager) reclaimRetired(ctx context.Context) {
+	retired, err := m.store.Retired(ctx)
+	if err != nil {
+		m.log.Error("recover retired instances", "err", err)
+		return
+	}
+	for _, r := range retired {
+		d, _ := m.drivers.Lookup(r.Isolation)
+		rc, ok := d.(driver.Reclaimer)
+		if !ok {
+			continue // its level is gone; its own sweep (if it comes back) finds it
+		}
+		if err := rc.Reclaim(ctx, r.LevelID); err != nil {
+			m.log.Error("reclaim a retired instance", "sandbox", r.SandboxID, "instance", r.LevelID, "err", err)
+			continue
+		}
+		if err := m.store.Reclaimed(ctx, r.LevelID); err != nil {
+			m.log.Error("record a reclaimed instance", "instance", r.LevelID, "err", err)
+		}
+		m.log.Info("reclaimed the instance a restore replaced", "sandbox", r.SandboxID, "instance", r.LevelID)
+	}
 }
 
 // adopt takes over a sandbox that outlived the previous daemon, if its level can.

@@ -146,7 +146,48 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, m
 		"snapshotId": sn.ID, "name": sn.Name, "memory": saved, "sizeMb": snapshotView(sn).SizeMB}})
 	m.log.Info("snapshot taken", "sandbox", b.id, "snapshot", sn.ID, "layerBytes", sn.LayerBytes,
 		"storedBytes", sn.LayerSize+sn.MemorySize, "memory", saved, "took", time.Since(t0))
+	if saved {
+		m.prepareRestore(b)
+	}
 	return sn, nil
+}
+
+// restoreInstance is the level id of the gen-th instance restores made of sandbox id.
+func restoreInstance(id string, gen int) string { return fmt.Sprintf("%s-r%d", id, gen) }
+
+// levelID is the level id of sandbox id after gen restores: its own id before the first.
+func levelID(id string, gen int) string {
+	if gen == 0 {
+		return id
+	}
+	return restoreInstance(id, gen)
+}
+
+// prepareRestore has b's level make ready, in the background, the instance b's next restore goes
+// into, when the level can (driver.Preparer): a sandbox with a memory snapshot is one that will
+// likely be restored, and most of a restore is making the sandbox the image goes into.
+func (m *Manager) prepareRestore(b *box) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, _ := m.drivers.Lookup(b.spec.Isolation)
+	p, ok := d.(driver.Preparer)
+	if !ok || b.spare != "" || !sandbox.Live(b.status) || b.sb == nil {
+		return
+	}
+	// Under b.mu, so that release, which takes b.spare under it, discards what this starts.
+	b.spare = restoreInstance(b.id, b.restores+1)
+	p.Prepare(b.spare, b.spec)
+}
+
+// discardSpare ends what prepareRestore had the level of spec make as level id spare.
+func (m *Manager) discardSpare(spec api.Spec, spare string) {
+	if spare == "" {
+		return
+	}
+	d, _ := m.drivers.Lookup(spec.Isolation)
+	if p, ok := d.(driver.Preparer); ok {
+		p.Discard(spare)
+	}
 }
 
 // Snapshots lists the tenant's snapshots, newest first: those of sandbox id, or all when id is "".
@@ -241,12 +282,21 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	instance := fmt.Sprintf("%s-r%d", id, gen)
+	instance := restoreInstance(id, gen)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	sb, err := m.restoreInstance(sctx, d, instance, next, sn)
+	sb, err := m.restore(sctx, d, instance, next, sn)
+	b.mu.Lock()
+	spare := b.spare == instance // the level's Restore took it, unless the restore failed first
+	if spare {
+		b.spare = ""
+	}
+	b.mu.Unlock()
 	if err != nil {
+		if spare {
+			m.discardSpare(next, instance)
+		}
 		return api.Sandbox{}, err
 	}
 	var host []byte
@@ -261,13 +311,15 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 		sb.Destroy(sctx)
 		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "restore"}
 	}
-	if err := m.store.Restored(sctx, id, instance, next, host); err != nil {
+	retired := levelID(id, gen-1)
+	if err := m.store.Restored(sctx, id, instance, next, host, retired); err != nil {
 		b.mu.Unlock()
 		sb.Destroy(sctx)
 		return api.Sandbox{}, fmt.Errorf("record restore of sandbox %s: %w", id, err)
 	}
 	old := b.sb
 	b.sb, b.spec, b.restores = sb, next, gen
+	b.retiring.Add(1) // under b.mu: a release from now on reads the new sb, and waits for the old one
 	b.scans.drop()
 	if b.status != api.StatusReady {
 		if err := m.transitionLocked(sctx, b, api.StatusReady, sandbox.ReasonRestored); err != nil {
@@ -280,17 +332,32 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	view := b.viewLocked()
 	b.mu.Unlock()
 	m.watchIfWatcher(b, sb)
-	// Before the answer: the store knows only the new instance, so one that a kill -9 caught
-	// half torn down would be found by nothing after a restart.
-	if err := old.Destroy(sctx); err != nil {
-		m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "err", err)
+	// The replaced instance ends after the answer. The store recorded it as retired with the
+	// restore, and forgets it once it is gone: a daemon killed meanwhile reclaims it at its next
+	// start (Recover). Ending the sandbox waits for it (release).
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer b.retiring.Done()
+		dctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := old.Destroy(dctx); err != nil {
+			m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "instance", retired, "err", err)
+			return // reclaimed at the next start
+		}
+		if err := m.store.Reclaimed(dctx, retired); err != nil {
+			m.log.Error("record the end of the sandbox a restore replaced", "sandbox", id, "instance", retired, "err", err)
+		}
+	}()
+	if sn.Memory != nil {
+		m.prepareRestore(b)
 	}
 	m.log.Info("sandbox restored", "sandbox", id, "snapshot", sn.ID, "instance", instance, "took", time.Since(t0))
 	return view, nil
 }
 
-// restoreInstance has level d make sandbox instance from snapshot sn, with spec.
-func (m *Manager) restoreInstance(ctx context.Context, d driver.Driver, instance string, spec api.Spec, sn store.Snapshot) (driver.Sandbox, error) {
+// restore has level d make sandbox instance from snapshot sn, with spec.
+func (m *Manager) restore(ctx context.Context, d driver.Driver, instance string, spec api.Spec, sn store.Snapshot) (driver.Sandbox, error) {
 	blobs, err := m.blobs()
 	if err != nil {
 		return nil, err

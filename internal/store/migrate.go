@@ -157,6 +157,17 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_hook ON webhook_deliveries(webhook_id, created_at);
 CREATE INDEX webhook_deliveries_pending ON webhook_deliveries(webhook_id, created_at, next_attempt_at) WHERE status = 'pending';
 `,
+	// 7: the level's sandboxes that restores replaced and whose teardown, which runs after the
+	// restore's answer, has not finished: a daemon killed meanwhile reclaims them at its next
+	// start (manager.Recover).
+	`
+CREATE TABLE retired_instances (
+	level_id   TEXT PRIMARY KEY,
+	sandbox_id TEXT NOT NULL,
+	isolation  TEXT NOT NULL,
+	retired_at INTEGER NOT NULL
+);
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

@@ -150,8 +150,9 @@ func (s *Store) SetHost(ctx context.Context, id string, host json.RawMessage) er
 
 // Restored records that sandbox id now runs as the level's sandbox instance, restored from a
 // snapshot with spec (the snapshot's environment, workdir and metadata), whose host facts are
-// host.
-func (s *Store) Restored(ctx context.Context, id, instance string, spec api.Spec, host json.RawMessage) error {
+// host; and, in the same transaction, that the level's sandbox retired, which instance replaced,
+// is to be torn down (Retired, Reclaimed).
+func (s *Store) Restored(ctx context.Context, id, instance string, spec api.Spec, host json.RawMessage, retired string) error {
 	if len(host) > 0 && !json.Valid(host) {
 		return errdefs.Invalid("host", "not valid JSON")
 	}
@@ -159,8 +160,53 @@ func (s *Store) Restored(ctx context.Context, id, instance string, spec api.Spec
 	if err != nil {
 		return fmt.Errorf("sandbox %q: encode spec: %w", id, err)
 	}
-	return s.update(ctx, id, "record restore", `UPDATE sandboxes SET instance = ?, spec = ?, host = ? WHERE id = ?`,
-		instance, b, nullJSON(host), id)
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET instance = ?, spec = ?, host = ? WHERE id = ?`, instance, b, nullJSON(host), id)
+		if err != nil {
+			return fmt.Errorf("sandbox %q: record restore: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return fmt.Errorf("sandbox %q: %w", id, errors.Join(err, errdefs.ErrNotFound))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO retired_instances (level_id, sandbox_id, isolation, retired_at) VALUES (?, ?, ?, ?)`,
+			retired, id, spec.Isolation, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("sandbox %q: record retired instance: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// RetiredInstance is a level's sandbox that a restore replaced and whose teardown was not
+// recorded as done.
+type RetiredInstance struct {
+	LevelID, SandboxID, Isolation string
+}
+
+// Retired lists the instances restores replaced whose teardown has not been recorded (Reclaimed):
+// those a daemon killed meanwhile left.
+func (s *Store) Retired(ctx context.Context) ([]RetiredInstance, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT level_id, sandbox_id, isolation FROM retired_instances ORDER BY retired_at, rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("retired instances: %w", err)
+	}
+	defer rows.Close()
+	var out []RetiredInstance
+	for rows.Next() {
+		var r RetiredInstance
+		if err := rows.Scan(&r.LevelID, &r.SandboxID, &r.Isolation); err != nil {
+			return nil, fmt.Errorf("retired instances: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Reclaimed records that retired instance levelID is torn down.
+func (s *Store) Reclaimed(ctx context.Context, levelID string) error {
+	if _, err := s.write.ExecContext(ctx, `DELETE FROM retired_instances WHERE level_id = ?`, levelID); err != nil {
+		return fmt.Errorf("retired instance %q: %w", levelID, err)
+	}
+	return nil
 }
 
 // update runs a one-row UPDATE of sandbox id; no such row is ErrNotFound.

@@ -210,3 +210,52 @@ func TestTransition(t *testing.T) {
 		t.Errorf("Transition(unknown) = %v; want ErrNotFound", err)
 	}
 }
+
+// TestRetired: a restore records the new instance and the retired one in one write; the retired
+// one is listed until Reclaimed; a restore of a sandbox that does not exist records neither.
+func TestRetired(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	ctx := context.Background()
+	seedSandboxes(t, s)
+	spec := api.Spec{Isolation: api.LevelProcess}
+	steps := []struct {
+		id, instance, retired string
+		wantErr               error
+		want                  []string // level ids listed by Retired afterwards
+	}{
+		{"a1", "a1-r1", "a1", nil, []string{"a1"}},
+		{"a1", "a1-r2", "a1-r1", nil, []string{"a1", "a1-r1"}},
+		{"nope", "nope-r1", "nope", errdefs.ErrNotFound, []string{"a1", "a1-r1"}},
+	}
+	for _, st := range steps {
+		err := s.Restored(ctx, st.id, st.instance, spec, nil, st.retired)
+		if !errors.Is(err, st.wantErr) && (err != nil || st.wantErr != nil) {
+			t.Fatalf("Restored(%s, %s): %v, want %v", st.id, st.instance, err, st.wantErr)
+		}
+		got, err := s.Retired(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			if r.SandboxID != strings.SplitN(r.LevelID, "-", 2)[0] || r.Isolation != api.LevelProcess {
+				t.Errorf("retired %+v", r)
+			}
+			ids = append(ids, r.LevelID)
+		}
+		if !reflect.DeepEqual(ids, st.want) {
+			t.Fatalf("after Restored(%s, %s): retired %v, want %v", st.id, st.instance, ids, st.want)
+		}
+	}
+	if sb, err := s.Sandbox(ctx, "a", "a1"); err != nil || sb.LevelID() != "a1-r2" {
+		t.Fatalf("a1 runs as %q (%v), want a1-r2", sb.LevelID(), err)
+	}
+	for _, id := range []string{"a1", "a1-r1", "a1-r1"} { // reclaiming twice is no error
+		if err := s.Reclaimed(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Retired(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("retired after reclaiming: %+v, %v", got, err)
+	}
+}

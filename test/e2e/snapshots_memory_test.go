@@ -103,6 +103,21 @@ func TestSnapshotsMemory(t *testing.T) {
 		t.Fatalf("airlock snapshot of a runsc sandbox: %+v, %v", r, err)
 	}
 	saved := count(c, a.ID)
+	// A memory snapshot has the container of the sandbox's next restore made ahead (its bundle
+	// and runsc's created sandbox); a restore makes the next one.
+	prepared := func(gen int) {
+		t.Helper()
+		pid := filepath.Join(config.ContainerStateDir(dir), "bundles", a.ID+"-r"+strconv.Itoa(gen), "pid")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(pid); err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no container was made ahead for restore %d of %s", gen, a.ID)
+			}
+		}
+	}
+	prepared(1)
 	sh(c, a.ID, "echo v2 > /workspace/f")
 	time.Sleep(time.Second)
 	before := count(c, a.ID)
@@ -117,6 +132,7 @@ func TestSnapshotsMemory(t *testing.T) {
 	if got := sh(c, a.ID, "cat /workspace/f"); got != "v1" {
 		t.Errorf("file after restore: %q", got)
 	}
+	prepared(2)
 
 	// Two forks count on their own, from the fork's instant.
 	fork, err := c.Fork(ctx, a.ID, api.ForkRequest{Count: 2})

@@ -3,6 +3,7 @@ package container_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -139,4 +140,74 @@ func warm(t *testing.T, d *container.Driver) {
 		t.Fatalf("create: %v", err)
 	}
 	sb.Destroy(ctx)
+}
+
+// TestPreparedRestore: a restore with a memory image goes into the container Prepare made ahead
+// (runsc's sandbox process is the one `runsc create` started), and one of another shape makes
+// its own; either way nothing is left once they end.
+func TestPreparedRestore(t *testing.T) {
+	d := newDriver(t, sandbox.RuntimeRunsc)
+	spec := sandbox.Spec{Isolation: sandbox.LevelContainer, Runtime: sandbox.RuntimeRunsc}
+	sandbox.SetDefaults(&spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := d.Create(ctx, sandbox.NewID("sbx_"), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	if r := drivertest.Exec(t, sb, 10*time.Second, "sleep 1000 >/dev/null 2>&1 & echo hi > /workspace/f"); r.ExitCode != 0 {
+		t.Fatalf("%+v", r)
+	}
+	mem := t.TempDir()
+	var layer strings.Builder
+	if saved, err := sb.(interface {
+		Snapshot(context.Context, io.Writer, string) (bool, error)
+	}).Snapshot(ctx, &layer, mem); err != nil || !saved {
+		t.Fatalf("snapshot: %v %v", saved, err)
+	}
+	for _, tc := range []struct {
+		name     string
+		prepared func(sandbox.Spec) sandbox.Spec
+		used     bool
+	}{
+		{"same shape", func(s sandbox.Spec) sandbox.Spec { return s }, true},
+		{"other shape", func(s sandbox.Spec) sandbox.Spec { s.Resources.MemoryMB *= 2; return s }, false},
+		{"other environment", func(s sandbox.Spec) sandbox.Spec { s.Environment = map[string]string{"X": "1"}; return s }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := sandbox.NewID("sbx_")
+			d.Prepare(id, tc.prepared(spec))
+			// The created sandbox's pid, once runsc has written it.
+			pidFile := filepath.Join(d.StateDir(), "bundles", id, "pid")
+			var created string
+			for deadline := time.Now().Add(time.Minute); created == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				b, _ := os.ReadFile(pidFile)
+				created = strings.TrimSpace(string(b))
+			}
+			if created == "" {
+				t.Fatal("Prepare made no container")
+			}
+			restored, err := d.Restore(ctx, id, spec, strings.NewReader(layer.String()), mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer restored.Destroy(ctx)
+			pid := fmt.Sprint(restored.(interface{ InitPid() int }).InitPid())
+			if used := pid == created; used != tc.used {
+				t.Fatalf("restored into pid %s, the prepared container's is %s: used %v, want %v", pid, created, used, tc.used)
+			}
+			if r := drivertest.Exec(t, restored, 10*time.Second, "cat /workspace/f; pgrep -x sleep >/dev/null && echo running"); r.Stdout != "hi\nrunning\n" {
+				t.Fatalf("restored sandbox: %+v", r)
+			}
+		})
+	}
+	sb.Destroy(ctx)
+	left := d.Leftovers()
+	for deadline := time.Now().Add(2 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = d.Leftovers() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
+	}
 }

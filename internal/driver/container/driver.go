@@ -58,6 +58,9 @@ type Config struct {
 	Images driver.Images
 	// DebugLogs, when set, is a directory for runsc's debug logs.
 	DebugLogs string
+	// NoPreparedRestores turns off Prepare (spare.go): a sandbox's next restore is then made
+	// only when it is asked for, and no idle gVisor sandbox waits for it.
+	NoPreparedRestores bool
 }
 
 // DefaultConfig returns the defaults.
@@ -89,6 +92,9 @@ type Driver struct {
 
 	privateMu sync.Mutex
 	private   bool // the bundles directory is a private mount (ensurePrivate)
+
+	sparesMu sync.Mutex
+	spares   map[string]*spare // containers made ahead of a restore, by sandbox id (spare.go)
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -105,7 +111,7 @@ func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	if cfg.InitPath == "" {
 		cfg.InitPath, _ = os.Executable()
 	}
-	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}}
+	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}, spares: map[string]*spare{}}
 	d.caps = d.probe()
 	if owner, err := process.OwnerLine(); err != nil {
 		d.caps.Available, d.caps.Reason = false, "cannot read this process's start time: "+err.Error()
@@ -253,6 +259,46 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 // empty when seed is nil; with image (runsc only), its kernel is restored from the memory image
 // in that directory.
 func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed io.Reader, image string) (driver.Sandbox, error) {
+	c, err := d.build(ctx, id, spec, seed, image != "")
+	if err != nil {
+		return nil, err
+	}
+	return d.launch(ctx, id, c.spec, c, image, func(ctx context.Context, ctl *os.File) (int, error) {
+		return c.rt.start(ctx, id, c.b.dir, ctl, c.gw, image)
+	})
+}
+
+// built is a container that build made and that its runtime has not started yet: its bundle, its
+// control socket, its network and cgroup, and how to undo all of it.
+type built struct {
+	spec     sandbox.Spec // with its image's environment
+	rt       *runtime
+	b        *bundle
+	lowers   []string
+	control  *net.UnixListener
+	gw       *egress.Gateway
+	cg       *cgroups.Cgroup
+	pids     int64 // the host pids limit (runc)
+	teardown func(ctx context.Context) error
+}
+
+// destroy undoes what build did, for a container that was never launched (a launched one's
+// sandbox does it in Destroy).
+func (c *built) destroy(ctx context.Context) error {
+	if c.control != nil {
+		c.control.Close()
+	}
+	err := c.teardown(ctx)
+	if c.gw != nil {
+		err = errors.Join(err, c.gw.Close())
+	}
+	return err
+}
+
+// build assembles container id's bundle — root filesystem, runtime spec, control socket,
+// network — with its writable layer seeded from seed when not nil. restore says its runtime
+// will restore a memory image into it.
+func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed io.Reader, restore bool) (*built, error) {
 	if !d.caps.Available {
 		return nil, fmt.Errorf("container level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
 	}
@@ -260,7 +306,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	if err != nil {
 		return nil, err
 	}
-	if image != "" && rt.name != sandbox.RuntimeRunsc {
+	if restore && rt.name != sandbox.RuntimeRunsc {
 		return nil, errdefs.Invalid("runtime", "only runsc restores memory images")
 	}
 	networked := spec.Network.EgressPolicy != sandbox.EgressNone
@@ -288,7 +334,8 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		}
 	}
 	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id), rt.name == sandbox.RuntimeRunsc)
-	teardown := func(ctx context.Context) error {
+	c := &built{spec: spec, rt: rt, b: b, lowers: lowers}
+	c.teardown = func(ctx context.Context) error {
 		err := rt.delete(ctx, id)
 		if uerr := mountinfo.UnmountAll(b.dir); uerr != nil && err == nil {
 			err = uerr
@@ -300,8 +347,8 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		release()
 		return err
 	}
-	fail := func(err error) (driver.Sandbox, error) {
-		teardown(context.Background())
+	fail := func(err error) (*built, error) {
+		c.destroy(context.Background())
 		return nil, err
 	}
 	if err := d.ensurePrivate(); err != nil {
@@ -319,7 +366,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	}
 	if seed != nil {
 		b.seed = func(layer string) error {
-			_, err := snapshot.ExtractLayer(seed, layer, snapshot.ExtractOptions{Layout: LayerLayout, HostID: rt.hostID, HostOwned: true})
+			_, err := snapshot.ExtractLayer(seed, layer, d.extractOptions(rt))
 			return err
 		}
 	}
@@ -331,37 +378,47 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	}
 	// runc's sandboxes are the host kernel's processes, counted by the host's pids cgroup;
 	// gVisor's are its own, counted in its kernel (process.Launcher.GuestPids).
-	var pids, guestPids, guestMemory int64
 	if rt.name == sandbox.RuntimeRunc {
-		pids = spec.Resources.MaxProcesses + initTasks
-	} else {
-		guestPids = spec.Resources.MaxProcesses + initTasks
-		guestMemory = spec.Resources.MemoryMB << 20
+		c.pids = spec.Resources.MaxProcesses + initTasks
 	}
-	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, pids)); err != nil {
+	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, c.pids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
 	}
-	var control *net.UnixListener
 	if b.control != "" {
-		if control, err = listenControl(b, rt.hostID(process.InitUID)); err != nil {
+		if c.control, err = listenControl(b, rt.hostID(process.InitUID)); err != nil {
 			return fail(fmt.Errorf("control socket: %v: %w", err, errdefs.ErrSetup))
 		}
 	}
-	var gw *egress.Gateway
 	if networked {
-		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
+		if c.gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
 			return fail(err)
 		}
 	}
-	cg := d.cgroups.Open(d.cfg.CgroupParent, id)
-	s, err := d.proc.Launch(ctx, id, spec, gw, process.Launcher{
-		Start: func(ctx context.Context, ctl *os.File) (int, error) {
-			return rt.start(ctx, id, b.dir, ctl, gw, image)
-		},
-		Control:   control,
+	c.cg = d.cgroups.Open(d.cfg.CgroupParent, id)
+	return c, nil
+}
+
+// extractOptions are how a snapshot's layer is extracted into a container of runtime rt.
+func (d *Driver) extractOptions(rt *runtime) snapshot.ExtractOptions {
+	return snapshot.ExtractOptions{Layout: LayerLayout, HostID: rt.hostID, HostOwned: true}
+}
+
+// launch hands container c to the process level, which runs start to have the runtime start it
+// (restoring the memory image in directory image, when not "") and from then on drives the
+// sandbox; a failed launch undoes c.
+func (d *Driver) launch(ctx context.Context, id string, spec sandbox.Spec, c *built, image string, start func(context.Context, *os.File) (int, error)) (driver.Sandbox, error) {
+	var guestPids, guestMemory int64
+	if c.rt.name == sandbox.RuntimeRunsc {
+		guestPids = spec.Resources.MaxProcesses + initTasks
+		guestMemory = spec.Resources.MemoryMB << 20
+	}
+	rt, b, cg := c.rt, c.b, c.cg
+	s, err := d.proc.Launch(ctx, id, spec, c.gw, process.Launcher{
+		Start:     start,
+		Control:   c.control,
 		Restore:   image,
 		Cgroup:    cg,
-		PidsLimit: pids,
+		PidsLimit: c.pids,
 		GuestPids: guestPids,
 		// gVisor's memory is charged to its sentry: the runtime's limit has headroom, and
 		// airlock ends the largest process at the sandbox's limit.
@@ -373,8 +430,8 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		Layer:         filepath.Join(b.layer, "shm"),
 		FileID:        rt.hostID,
 		CgroupCPU:     rt.name == sandbox.RuntimeRunsc,
-		Teardown:      teardown,
-		Writable:      hostLayer(b, lowers),
+		Teardown:      c.teardown,
+		Writable:      hostLayer(b, c.lowers),
 		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
 			return d.snapshot(ctx, rt, id, b, cg, w, mem, paused)
 		},

@@ -2,6 +2,7 @@ package container_test
 
 import (
 	"context"
+	"io"
 	"os/exec"
 
 	"github.com/airlockrun/airlock/internal/driver"
@@ -18,6 +19,16 @@ type pinned struct {
 func (p *pinned) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
 	spec.Runtime = p.rt
 	return p.Driver.Create(ctx, id, spec)
+}
+
+func (p *pinned) Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
+	spec.Runtime = p.rt
+	return p.Driver.Restore(ctx, id, spec, layer, mem)
+}
+
+func (p *pinned) Prepare(id string, spec sandbox.Spec) {
+	spec.Runtime = p.rt
+	p.Driver.Prepare(id, spec)
 }
 
 func exec_umount(dir string) { exec.Command("umount", "-l", dir).Run() }

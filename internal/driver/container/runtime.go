@@ -70,26 +70,48 @@ func (r *runtime) global(networked bool) []string {
 // the memory image in that directory instead. It returns the pid the runtime reports: the
 // container's init (runc) or the sandbox process (runsc).
 func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *egress.Gateway, image string) (int, error) {
-	pidFile := filepath.Join(dir, "pid")
-	args := r.global(gw != nil)
+	args := []string{"run"}
 	if image != "" {
-		args = append(args, "restore", "--image-path", image)
-	} else {
-		args = append(args, "run")
+		args = []string{"restore", "--image-path", image}
 	}
-	args = append(args, "--detach", "--bundle", dir, "--pid-file", pidFile)
+	args = append(args, "--detach", "--bundle", dir, "--pid-file", filepath.Join(dir, "pid"))
 	if r.name == sandbox.RuntimeRunc {
 		args = append(args, "--preserve-fds", "1", "--no-new-keyring")
 	}
-	args = append(args, r.cid(id))
+	if err := r.run(ctx, dir, ctl, gw, append(args, r.cid(id))...); err != nil {
+		return 0, err
+	}
+	return readPid(r.name, dir)
+}
+
+// create has runsc create container id from the bundle in dir — its sandbox process, gofer,
+// mounts and cgroups — without starting anything in it, for restoreCreated to restore a memory
+// image into later. It returns the sandbox process's pid.
+func (r *runtime) create(ctx context.Context, id, dir string, gw *egress.Gateway) (int, error) {
+	if err := r.run(ctx, dir, nil, gw, "create", "--bundle", dir, "--pid-file", filepath.Join(dir, "pid"), r.cid(id)); err != nil {
+		return 0, err
+	}
+	return readPid(r.name, dir)
+}
+
+// restoreCreated restores the memory image in directory image into container id, which create
+// made, and leaves it running.
+func (r *runtime) restoreCreated(ctx context.Context, id, dir, image string) error {
+	return r.run(ctx, dir, nil, nil, "restore", "--detach", "--image-path", image, r.cid(id))
+}
+
+// run runs the runtime's subcommand args[0] with its flags args[1:] in the bundle dir, inside
+// gw's network namespace when gw is not nil, with ctl as descriptor 3 when not nil, and waits for
+// it. Its output goes to the bundle's runtime.log, whose last lines an error quotes.
+func (r *runtime) run(ctx context.Context, dir string, ctl *os.File, gw *egress.Gateway, args ...string) error {
 	// The container's init inherits the runtime's standard streams; a file, so that nothing
 	// waits on a pipe the container holds open.
 	logf, err := os.OpenFile(filepath.Join(dir, "runtime.log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(r.path, args...)
+	cmd := exec.Command(r.path, append(r.global(gw != nil), args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if ctl != nil {
 		cmd.ExtraFiles = []*os.File{ctl}
@@ -102,7 +124,7 @@ func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *e
 		err = cmd.Start()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", r.name, err)
+		return fmt.Errorf("%s: %w", r.name, err)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -111,19 +133,24 @@ func (r *runtime) start(ctx context.Context, id, dir string, ctl *os.File, gw *e
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		<-waited
-		return 0, ctx.Err()
+		return ctx.Err()
 	}
 	if err != nil {
 		out, _ := os.ReadFile(logf.Name())
-		return 0, fmt.Errorf("%s run: %v: %s", r.name, err, lastLines(out, 5))
+		return fmt.Errorf("%s %s: %v: %s", r.name, args[0], err, lastLines(out, 5))
 	}
-	b, err := os.ReadFile(pidFile)
+	return nil
+}
+
+// readPid reads the pid file the runtime wrote into the bundle dir.
+func readPid(name, dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
 	if err != nil {
-		return 0, fmt.Errorf("%s run: no pid file: %w", r.name, err)
+		return 0, fmt.Errorf("%s run: no pid file: %w", name, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("%s run: bad pid file %q", r.name, b)
+		return 0, fmt.Errorf("%s run: bad pid file %q", name, b)
 	}
 	return pid, nil
 }

@@ -49,10 +49,3 @@ func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle
 	}
 	return false, writeLayer()
 }
-
-// Restore implements driver.Restorer: a create over the snapshot's layer and, with mem (a runsc
-// snapshot's memory image), gVisor's restore of the sandbox's kernel, whose processes run on
-// where they were.
-func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
-	return d.create(ctx, id, spec, layer, mem)
-}

@@ -61,6 +61,7 @@ func Cases() []Case {
 		// Shell only: its counter is a background shell loop, whose count lives in the shell's
 		// memory; a Python form could be proven only on a level that saves memory.
 		{"SnapshotMemory", testSnapshotMemory, shellOnly},
+		{"SnapshotPrepared", testSnapshotPrepared, shellOnly},
 	}
 }
 

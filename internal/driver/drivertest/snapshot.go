@@ -23,6 +23,12 @@ import (
 // destroys it when t ends.
 func (h *Harness) Restore(t *testing.T, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
 	t.Helper()
+	return h.RestoreAs(t, sandbox.NewID("sbx_"), spec, layer, mem)
+}
+
+// RestoreAs is Restore into sandbox id (one a driver.Preparer may have made ready).
+func (h *Harness) RestoreAs(t *testing.T, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
+	t.Helper()
 	r, ok := h.D.(driver.Restorer)
 	if !ok {
 		t.Fatalf("level %s snapshots but cannot restore (no driver.Restorer)", h.D.Name())
@@ -31,7 +37,7 @@ func (h *Harness) Restore(t *testing.T, spec sandbox.Spec, layer io.Reader, mem 
 	sandbox.SetDefaults(&spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, err := r.Restore(ctx, sandbox.NewID("sbx_"), spec, layer, mem)
+	sb, err := r.Restore(ctx, id, spec, layer, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +280,77 @@ sleep 0.5; echo started`), 0, "started")
 	}
 	// The restored sandbox runs commands like any other.
 	expect(t, Exec(t, restored, 10*time.Second, "echo ok"), 0, "ok")
+}
+
+// testSnapshotPrepared: on a level that makes restores ready ahead (driver.Preparer), a restore
+// into what Prepare made brings back every kind of file of the layer, with owners and modes, and
+// the processes, which count on; the restore of a spec of another shape than the prepared one
+// still succeeds (the level makes its own sandbox); a corrupt layer is refused; and Discard, like
+// every restore, leaves nothing (the case's leak check).
+func testSnapshotPrepared(t *testing.T, h *Harness) {
+	p, ok := h.D.(driver.Preparer)
+	if !ok {
+		t.Skipf("level %s makes a restore's sandbox only when asked (no driver.Preparer)", h.D.Name())
+	}
+	sb := h.New(t, sandbox.Spec{})
+	snap := snapshotter(t, h, sb)
+	if !snap.SavesMemory() {
+		t.Skipf("level %s saves files only with its default runtime", h.D.Name())
+	}
+	expect(t, Exec(t, sb, 20*time.Second, layerFiles), 0, "")
+	want := Exec(t, sb, 10*time.Second, layerState)
+	expect(t, Exec(t, sb, 10*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
+sleep 0.3; echo started`), 0, "started")
+	mem := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var layer bytes.Buffer
+	if saved, err := snap.Snapshot(ctx, &layer, mem); err != nil || !saved {
+		t.Fatalf("snapshot with memory: saved %v, err %v", saved, err)
+	}
+	spec := sandbox.Spec{Isolation: h.D.Name()}
+	sandbox.SetDefaults(&spec)
+	restoreInto := func(t *testing.T, prepared sandbox.Spec) {
+		id := sandbox.NewID("sbx_")
+		p.Prepare(id, prepared)
+		restored, err := h.RestoreAs(t, id, sandbox.Spec{}, bytes.NewReader(layer.Bytes()), mem)
+		if err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if got := Exec(t, restored, 10*time.Second, layerState); got.Stdout != want.Stdout {
+			t.Fatalf("restored layer:\n%s\nwant:\n%s\nstderr %s", got.Stdout, want.Stdout, got.Stderr)
+		}
+		first := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
+		then := first
+		for deadline := time.Now().Add(5 * time.Second); then <= first && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			then = atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
+		}
+		if then <= first {
+			t.Fatalf("the restored counter stands at %d", first)
+		}
+		expect(t, Exec(t, restored, 10*time.Second, "echo mine > /workspace/a.txt; cat /workspace/a.txt"), 0, "mine")
+	}
+	t.Run("prepared", func(t *testing.T) { restoreInto(t, spec) })
+	t.Run("other shape", func(t *testing.T) {
+		other := spec
+		other.Resources.DiskMB++
+		restoreInto(t, other)
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		id := sandbox.NewID("sbx_")
+		p.Prepare(id, spec)
+		r := io.MultiReader(bytes.NewReader(layer.Bytes()), errReader{snapshot.ErrCorrupt})
+		if sb, err := h.RestoreAs(t, id, sandbox.Spec{}, r, mem); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Fatalf("restore of a corrupt snapshot: %v (sandbox %v), want ErrCorrupt", err, sb)
+		}
+	})
+	t.Run("discard", func(t *testing.T) {
+		id := sandbox.NewID("sbx_")
+		p.Prepare(id, spec)
+		p.Discard(id)
+		p.Discard(id) // twice: nothing left to end
+	})
 }
 
 func atoi(t *testing.T, s string) int {

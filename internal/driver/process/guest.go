@@ -151,13 +151,23 @@ func (g *guestCgroup) oomKill() {
 }
 
 // watchGuestMemory tells init to kill a process whenever the sandbox's use reaches its limit,
-// until the sandbox ends.
-func (s *Sandbox) watchGuestMemory(limit int64) error {
-	w, err := s.cg.WatchMemory(limit)
-	if err != nil {
-		return err
-	}
+// until the sandbox ends. The watch is set up in the background: on cgroup v1, registering the
+// threshold waits for an RCU grace period (9 ms measured on the CI host), which no create or
+// restore should wait for; the runtime's own limit holds meanwhile. A sandbox whose watch cannot
+// be set up is ended: it never runs unwatched for longer than the setup takes.
+func (s *Sandbox) watchGuestMemory(limit int64) {
 	go func() {
+		w, err := s.cg.WatchMemory(limit)
+		if err != nil {
+			select {
+			case <-s.done:
+				return // it ended first, and took its cgroup with it
+			default:
+			}
+			s.d.log.Error("sandbox ended: its memory limit cannot be watched", "sandbox", s.id, "err", err)
+			s.proc.Kill()
+			return
+		}
 		defer w.Close()
 		for {
 			select {
@@ -170,7 +180,6 @@ func (s *Sandbox) watchGuestMemory(limit int64) error {
 			}
 		}
 	}()
-	return nil
 }
 
 // guestPings tells pings apart.

@@ -169,9 +169,7 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		return fail(err)
 	}
 	if l.GuestMemory > 0 && l.GuestPids > 0 {
-		if err := s.watchGuestMemory(l.GuestMemory); err != nil {
-			return fail(err)
-		}
+		s.watchGuestMemory(l.GuestMemory)
 	}
 	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "ready", time.Since(t0))
 	return s, nil
@@ -192,9 +190,7 @@ func (s *Sandbox) restored(ctx context.Context, l Launcher, t0 time.Time) (*Sand
 		return fail(err)
 	}
 	if l.GuestMemory > 0 && l.GuestPids > 0 {
-		if err := s.watchGuestMemory(l.GuestMemory); err != nil {
-			return fail(err)
-		}
+		s.watchGuestMemory(l.GuestMemory)
 	}
 	s.created = time.Now()
 	s.d.log.Debug("sandbox restored", "sandbox", s.id, "pid", s.pid, "ready", time.Since(t0))

@@ -106,6 +106,7 @@ func TestConformance(t *testing.T) {
 			"CPUQuota":                   "a module runs on one airlock thread, with no cgroup to throttle it; the exec timeout bounds it",
 			"NetworkRestricted":          "the wasm level has no network: egressPolicy other than none is refused (TestEgressRefused)",
 			"SnapshotMemory":             "nothing runs between commands, so there is no memory to save",
+			"SnapshotPrepared":           "nothing runs between commands, so there is no memory image to restore into a prepared sandbox",
 			"ExitCodes/killed by signal": "WASI has no signals (no os.kill); a signal sent to an exec ends it with 128+n (Streams)",
 			"Streams/signals":            "WASI has no signal handlers: a signal sent to an exec ends it with 128+n",
 			"DiskFill":                   "wazero's WASI errno set has no ENOSPC: a full store fails writes with EIO (TestFilesystem checks the cap and limit.disk)",

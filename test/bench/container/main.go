@@ -224,7 +224,7 @@ func (w *world) run(c config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := w.startDaemon()
+	d, err := w.startDaemon("daemon", true, nil)
 	if err != nil {
 		return nil, fmt.Errorf("daemon with warm pools: %w", err)
 	}
@@ -248,9 +248,15 @@ func (w *world) run(c config) (*report, error) {
 	if err := rounds(c.warmup, c.rounds, cells, d.settle); err != nil {
 		return nil, err
 	}
-	if rep.Restore, err = w.restores(c, d); err != nil {
+	cold, err := w.startDaemon("daemon-cold", false, map[string]any{"prepareRestores": false})
+	if err != nil {
+		return nil, fmt.Errorf("daemon without prepared restores: %w", err)
+	}
+	defer cold.close()
+	if rep.Restore, err = w.restores(c, d, cold); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	cold.close()
 	d.close() // its pools' sandboxes end before the image rounds
 	for _, cl := range cells {
 		if cl.side != "airlock" {

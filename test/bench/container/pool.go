@@ -29,19 +29,24 @@ type daemon struct {
 	once sync.Once
 }
 
-// startDaemon starts airlock serve on a fresh data dir whose configuration keeps a pool of
-// poolSize sandboxes of shape poolSpec(rt) for each runtime.
-func (w *world) startDaemon() (*daemon, error) {
-	dd, _, err := w.dataDir("daemon")
+// startDaemon starts airlock serve on a fresh data dir named name whose configuration keeps, with
+// pools, a pool of poolSize sandboxes of shape poolSpec(rt) for each runtime, and has container
+// settings container.
+func (w *world) startDaemon(name string, pools bool, container map[string]any) (*daemon, error) {
+	dd, _, err := w.dataDir(name)
 	if err != nil {
 		return nil, err
 	}
-	var pools []api.Pool
-	for _, rt := range runtimes {
-		pools = append(pools, api.Pool{Name: rt, Spec: poolSpec(rt), Size: poolSize, RefillPerSecond: 100})
+	conf := map[string]any{"dataDir": dd, "container": container}
+	if pools {
+		var ps []api.Pool
+		for _, rt := range runtimes {
+			ps = append(ps, api.Pool{Name: rt, Spec: poolSpec(rt), Size: poolSize, RefillPerSecond: 100})
+		}
+		conf["pools"] = ps
 	}
-	b, _ := json.Marshal(map[string]any{"dataDir": dd, "pools": pools})
-	cfg := w.path("data", "daemon-pools.json")
+	b, _ := json.Marshal(conf)
+	cfg := w.path("data", name+"-config.json")
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {
 		return nil, err
 	}

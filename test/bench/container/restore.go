@@ -20,39 +20,25 @@ var counter = workload{Name: "counter", Argv: []string{"/bin/sh", "-c", "i=0; wh
 
 type restoreRow struct {
 	Airlock   stats.Summary `json:"airlock"`
+	Cold      stats.Summary `json:"airlock_cold"`
 	Raw       stats.Summary `json:"raw"`
 	Ratio     float64       `json:"ratio_p50"`
+	ColdRatio float64       `json:"cold_ratio_p50"`
 	ImageMB   float64       `json:"airlock_snapshot_mb"`
 	AirlockMS []float64     `json:"airlock_samples_ms"`
+	ColdMS    []float64     `json:"airlock_cold_samples_ms"`
 	RawMS     []float64     `json:"raw_samples_ms"`
 }
 
-// restores measures a restore with memory under runsc: through the daemon, POST .../restore of a
-// snapshot of a sandbox whose counter runs in the background (a new bundle over the snapshot's
-// layer, `runsc restore` of its memory image, init dialling back, the swap, the store), against
+// restores measures a restore with memory under runsc: through daemon d, POST .../restore of a
+// snapshot of a sandbox whose counter runs in the background (the snapshot's layer extracted
+// into the container made ahead for the restore, `runsc restore` of its memory image into it,
+// init dialling back, the swap, the store); the same through daemon cold, whose configuration
+// turns prepared restores off (a new bundle, and `runsc restore` making its container); and
 // `runsc restore --detach` of a checkpoint of the raw bundle running the same counter, taken with
-// the same flags. Both clocks stop when the runtime has the container running again; off the
+// the same flags. The clocks stop when the runtime has the container running again; off the
 // clock, each restored counter is read, and the raw container deleted.
-func (w *world) restores(c config, d *daemon) (*restoreRow, error) {
-	ctx := context.Background()
-	// Not the pool's shape: this sandbox is made cold, and no pool refills behind it.
-	spec := poolSpec("runsc")
-	spec.Resources = api.Resources{DiskMB: 96}
-	sb, err := d.c.Create(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer d.c.Terminate(ctx, sb.ID)
-	script := strings.Join(counter.Argv[2:], " ")
-	if r, err := d.c.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "sh -c '" + script + "' & sleep 0.3"}}); err != nil || r.ExitCode != 0 {
-		return nil, fmt.Errorf("start the counter: %+v, %v", r, err)
-	}
-	yes := true
-	snap, err := d.c.Snapshot(ctx, sb.ID, api.SnapshotRequest{Name: "bench", Memory: &yes})
-	if err != nil {
-		return nil, err
-	}
-	defer d.c.DeleteSnapshot(ctx, snap.ID)
+func (w *world) restores(c config, d, cold *daemon) (*restoreRow, error) {
 	counting := func(read func() (string, error)) error {
 		out, err := read()
 		if n, _ := strconv.Atoi(strings.TrimSpace(out)); err != nil || n < 1 {
@@ -60,17 +46,16 @@ func (w *world) restores(c config, d *daemon) (*restoreRow, error) {
 		}
 		return nil
 	}
-	airlock := runner{Name: "airlock-restore", run: func() (time.Duration, error) {
-		start := time.Now()
-		if _, err := d.c.Restore(ctx, sb.ID, snap.ID); err != nil {
-			return 0, err
-		}
-		took := time.Since(start)
-		return took, counting(func() (string, error) {
-			r, err := d.c.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"cat", "/tmp/count"}})
-			return r.Stdout, err
-		})
-	}}
+	airlock, imageMB, done, err := restoreRunner(d, "airlock-restore", counting)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	coldRunner, _, coldDone, err := restoreRunner(cold, "airlock-cold-restore", counting)
+	if err != nil {
+		return nil, err
+	}
+	defer coldDone()
 
 	bundle, err := w.rawBundle("runsc", counter)
 	if err != nil {
@@ -106,12 +91,54 @@ func (w *world) restores(c config, d *daemon) (*restoreRow, error) {
 	}}
 
 	cells := []*cell{{workload: counter, runtime: "runsc", side: "airlock", runner: airlock},
+		{workload: counter, runtime: "runsc", side: "cold", runner: coldRunner},
 		{workload: counter, runtime: "runsc", side: "raw", runner: raw}}
 	fmt.Fprintf(os.Stderr, "restore: %d warm-up + %d measured rounds\n", c.warmup, c.rounds)
 	if err := rounds(c.warmup, c.rounds, cells, d.settle); err != nil {
 		return nil, err
 	}
-	a, r := stats.Summarize(cells[0].samples), stats.Summarize(cells[1].samples)
-	return &restoreRow{Airlock: a, Raw: r, Ratio: stats.Ratio(a.P50, r.P50), ImageMB: snap.SizeMB,
-		AirlockMS: stats.Millis(cells[0].samples), RawMS: stats.Millis(cells[1].samples)}, nil
+	a, cl, r := stats.Summarize(cells[0].samples), stats.Summarize(cells[1].samples), stats.Summarize(cells[2].samples)
+	return &restoreRow{Airlock: a, Cold: cl, Raw: r, Ratio: stats.Ratio(a.P50, r.P50), ColdRatio: stats.Ratio(cl.P50, r.P50),
+		ImageMB: imageMB, AirlockMS: stats.Millis(cells[0].samples), ColdMS: stats.Millis(cells[1].samples),
+		RawMS: stats.Millis(cells[2].samples)}, nil
+}
+
+// restoreRunner makes, through daemon d, a runsc sandbox running the counter and a snapshot of
+// it with memory, and returns a runner named name that restores the sandbox to it, the
+// snapshot's size, and what removes both.
+func restoreRunner(d *daemon, name string, counting func(func() (string, error)) error) (runner, float64, func(), error) {
+	ctx := context.Background()
+	// Not the pool's shape: this sandbox is made cold, and no pool refills behind it.
+	spec := poolSpec("runsc")
+	spec.Resources = api.Resources{DiskMB: 96}
+	sb, err := d.c.Create(ctx, spec)
+	if err != nil {
+		return runner{}, 0, nil, err
+	}
+	script := strings.Join(counter.Argv[2:], " ")
+	if r, err := d.c.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "sh -c '" + script + "' & sleep 0.3"}}); err != nil || r.ExitCode != 0 {
+		d.c.Terminate(ctx, sb.ID)
+		return runner{}, 0, nil, fmt.Errorf("start the counter: %+v, %v", r, err)
+	}
+	yes := true
+	snap, err := d.c.Snapshot(ctx, sb.ID, api.SnapshotRequest{Name: "bench", Memory: &yes})
+	if err != nil {
+		d.c.Terminate(ctx, sb.ID)
+		return runner{}, 0, nil, err
+	}
+	done := func() {
+		d.c.Terminate(ctx, sb.ID)
+		d.c.DeleteSnapshot(ctx, snap.ID)
+	}
+	return runner{Name: name, run: func() (time.Duration, error) {
+		start := time.Now()
+		if _, err := d.c.Restore(ctx, sb.ID, snap.ID); err != nil {
+			return 0, err
+		}
+		took := time.Since(start)
+		return took, counting(func() (string, error) {
+			r, err := d.c.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"cat", "/tmp/count"}})
+			return r.Stdout, err
+		})
+	}}, snap.SizeMB, done, nil
 }
