@@ -181,6 +181,8 @@ type Preparer interface {
 const (
 	FeatureSnapshotFilesystem = "snapshot:filesystem" // Snapshotter and Restorer: the writable layer
 	FeatureSnapshotMemory     = "snapshot:memory"     // also running processes and their memory
+	// Preparer: a sandbox's next restore with memory goes into a sandbox made ahead.
+	FeatureSnapshotPrepared = "snapshot:prepared-restore"
 )
 
 // Reclaimer is a level that can release what is left of one sandbox whose driver object is gone,

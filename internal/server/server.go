@@ -170,7 +170,8 @@ func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 		"metrics": true, "pauseResume": true, "snapshots": s.m.SnapshotsAvailable(), "networkPolicy": true, "liveNetworkPolicy": true,
 		"networkCredentials": true, "events": true, "webhooks": s.cfg.Webhooks != nil,
 	}}
-	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory.
+	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory
+	// (and snapshot:prepared-restore, restores made ready ahead).
 	for _, dc := range s.drivers.Report() {
 		c.Levels = append(c.Levels, api.LevelCapability{Level: dc.Level, Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})
 	}

@@ -8,12 +8,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
@@ -147,6 +149,13 @@ func warm(t *testing.T, d *container.Driver) {
 // its own; either way nothing is left once they end.
 func TestPreparedRestore(t *testing.T) {
 	d := newDriver(t, sandbox.RuntimeRunsc)
+	if !slices.Contains(d.Capabilities().Features, driver.FeatureSnapshotPrepared) {
+		t.Fatalf("features %v lack %s", d.Capabilities().Features, driver.FeatureSnapshotPrepared)
+	}
+	off := newDriverWith(t, sandbox.RuntimeRunsc, func(c *container.Config) { c.NoPreparedRestores = true })
+	if slices.Contains(off.Capabilities().Features, driver.FeatureSnapshotPrepared) {
+		t.Fatalf("with NoPreparedRestores, features %v list %s", off.Capabilities().Features, driver.FeatureSnapshotPrepared)
+	}
 	spec := sandbox.Spec{Isolation: sandbox.LevelContainer, Runtime: sandbox.RuntimeRunsc}
 	sandbox.SetDefaults(&spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

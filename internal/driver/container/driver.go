@@ -207,6 +207,9 @@ func (d *Driver) probe() driver.Capabilities {
 	if d.runtimes[sandbox.RuntimeRunsc].path != "" {
 		// gVisor's checkpoint saves the sandbox's kernel; runc's processes are the host's.
 		c.Features = append(c.Features, driver.FeatureSnapshotMemory)
+		if !d.cfg.NoPreparedRestores {
+			c.Features = append(c.Features, driver.FeatureSnapshotPrepared)
+		}
 	}
 	return c
 }
