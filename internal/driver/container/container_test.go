@@ -211,6 +211,36 @@ func TestPreparedRestore(t *testing.T) {
 			}
 		})
 	}
+	t.Run("at most MaxSpares", func(t *testing.T) {
+		var ids []string
+		for range container.MaxSpares + 2 {
+			id := sandbox.NewID("sbx_")
+			ids = append(ids, id)
+			d.Prepare(id, spec)
+		}
+		defer func() {
+			for _, id := range ids {
+				d.Discard(id)
+			}
+		}()
+		made := func() int {
+			n := 0
+			for _, id := range ids {
+				if _, err := os.Stat(filepath.Join(d.StateDir(), "bundles", id, "pid")); err == nil {
+					n++
+				}
+			}
+			return n
+		}
+		n := made()
+		for deadline := time.Now().Add(time.Minute); n < container.MaxSpares && time.Now().Before(deadline); n = made() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n = made(); n != container.MaxSpares {
+			t.Fatalf("%d containers made for %d prepared restores, want %d", n, len(ids), container.MaxSpares)
+		}
+	})
 	sb.Destroy(ctx)
 	left := d.Leftovers()
 	for deadline := time.Now().Add(2 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = d.Leftovers() {

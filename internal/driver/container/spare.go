@@ -27,6 +27,10 @@ import (
 
 var _ driver.Preparer = (*Driver)(nil)
 
+// maxSpares bounds the containers made ahead at a time, daemon-wide: each is an idle gVisor
+// sandbox (29 MB of host memory, measured); past it, restores make their container when asked.
+const maxSpares = 16
+
 // spare is a container made for a restore that has not come yet.
 type spare struct {
 	shape string        // spareShape of the spec it was made for
@@ -60,7 +64,7 @@ func (d *Driver) Prepare(id string, spec sandbox.Spec) {
 	}
 	sp := &spare{shape: spareShape(spec), ready: make(chan struct{})}
 	d.sparesMu.Lock()
-	if d.spares[id] != nil {
+	if d.spares[id] != nil || len(d.spares) >= maxSpares {
 		d.sparesMu.Unlock()
 		return
 	}
