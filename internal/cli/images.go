@@ -227,10 +227,7 @@ func imagesCmd(e *env, args []string) int {
 			return st.fail(verb, err)
 		}
 		if *asJSON {
-			if imgs == nil {
-				imgs = []api.Image{}
-			}
-			printJSON(e.stdout, imgs)
+			printJSON(e.stdout, orEmpty(imgs))
 			return 0
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

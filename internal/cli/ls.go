@@ -56,10 +56,7 @@ func lsCmd(e *env, args []string) int {
 	}
 	switch {
 	case *asJSON:
-		if sbs == nil {
-			sbs = []api.Sandbox{}
-		}
-		printJSON(e.stdout, sbs)
+		printJSON(e.stdout, orEmpty(sbs))
 	case *quiet:
 		for _, sb := range sbs {
 			fmt.Fprintln(e.stdout, sb.ID)

@@ -42,10 +42,7 @@ func poolLs(e *env, args []string) int {
 		return r.fail(err, nil)
 	}
 	if *asJSON {
-		if ps == nil {
-			ps = []api.PoolStatus{}
-		}
-		printJSON(e.stdout, ps)
+		printJSON(e.stdout, orEmpty(ps))
 		return 0
 	}
 	writePoolTable(e.stdout, ps)

@@ -189,6 +189,14 @@ func interruptible() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// orEmpty is list, or an empty one where list is nil: a JSON list prints as [], never null.
+func orEmpty[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)

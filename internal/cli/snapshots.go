@@ -31,10 +31,7 @@ func snapshotsLs(e *env, args []string) int {
 		return r.fail(err, nil)
 	}
 	if *asJSON {
-		if snaps == nil {
-			snaps = []api.Snapshot{}
-		}
-		printJSON(e.stdout, snaps)
+		printJSON(e.stdout, orEmpty(snaps))
 		return 0
 	}
 	writeSnapshotTable(e.stdout, snaps, time.Now())

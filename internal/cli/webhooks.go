@@ -89,10 +89,7 @@ func webhooksLs(e *env, args []string) int {
 		return r.fail(err, nil)
 	}
 	if *asJSON {
-		if ws == nil {
-			ws = []api.Webhook{}
-		}
-		printJSON(e.stdout, ws)
+		printJSON(e.stdout, orEmpty(ws))
 		return 0
 	}
 	writeWebhookTable(e.stdout, ws, time.Now())
@@ -136,10 +133,7 @@ func webhooksDeliveries(e *env, args []string) int {
 		return r.fail(err, webhookFlags)
 	}
 	if *asJSON {
-		if dls == nil {
-			dls = []api.WebhookDelivery{}
-		}
-		printJSON(e.stdout, dls)
+		printJSON(e.stdout, orEmpty(dls))
 		return 0
 	}
 	writeDeliveryTable(e.stdout, dls, time.Now())

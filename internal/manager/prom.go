@@ -11,12 +11,7 @@ import (
 // when none has it, so a series does not vanish when its last sandbox ends. A warm pool's
 // unclaimed sandboxes are not counted here: they are the pools' (Pools).
 func (m *Manager) SandboxCounts() []metrics.SandboxCount {
-	m.mu.Lock()
-	boxes := make([]*box, 0, len(m.boxes))
-	for _, b := range m.boxes {
-		boxes = append(boxes, b)
-	}
-	m.mu.Unlock()
+	boxes := m.snapshot()
 
 	type key struct{ status, level string }
 	n := map[key]int{}

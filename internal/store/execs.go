@@ -32,12 +32,8 @@ func (s *Store) StartExec(ctx context.Context, e api.Execution) error {
 	switch {
 	case isForeignKeyViolation(err):
 		return fmt.Errorf("exec %q: sandbox %q: %w", e.ID, e.SandboxID, errdefs.ErrNotFound)
-	case isUniqueViolation(err):
-		return fmt.Errorf("exec %q already exists: %w", e.ID, errdefs.ErrConflict)
-	case err != nil:
-		return fmt.Errorf("start exec %q: %w", e.ID, err)
 	}
-	return nil
+	return inserted("exec", e.ID, err)
 }
 
 // FinishExec records the result of running exec id and marks it done. It is written before the

@@ -79,13 +79,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb Sandbox) error {
 			To: sb.Status, Reason: sb.Reason, At: sb.CreatedAt,
 		})
 	})
-	if isUniqueViolation(err) {
-		return fmt.Errorf("sandbox %q already exists: %w", sb.ID, errdefs.ErrConflict)
-	}
-	if err != nil {
-		return fmt.Errorf("insert sandbox %q: %w", sb.ID, err)
-	}
-	return nil
+	return inserted("sandbox", sb.ID, err)
 }
 
 func insertTransition(ctx context.Context, tx *sql.Tx, id string, t api.Transition) error {

@@ -53,13 +53,7 @@ func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err = s.write.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.ID, sn.Tenant, sn.SandboxID, sn.Name, sn.Description, spec, sn.LayerDigest, sn.LayerSize, sn.LayerBytes,
 		mem, sn.MemorySize, toNanos(orNow(sn.CreatedAt)))
-	if isUniqueViolation(err) {
-		return fmt.Errorf("snapshot %q already exists: %w", sn.ID, errdefs.ErrConflict)
-	}
-	if err != nil {
-		return fmt.Errorf("snapshot %q: %w", sn.ID, err)
-	}
-	return nil
+	return inserted("snapshot", sn.ID, err)
 }
 
 // Snapshot returns snapshot id of tenant ("" = any tenant); another tenant's is ErrNotFound.

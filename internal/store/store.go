@@ -157,6 +157,19 @@ func (s *Store) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
+// inserted is the error of inserting row id of kind ("sandbox", "exec", ...): nil, ErrConflict
+// where a row of that id exists, or err wrapped.
+func inserted(kind, id string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isUniqueViolation(err):
+		return fmt.Errorf("%s %q already exists: %w", kind, id, errdefs.ErrConflict)
+	default:
+		return fmt.Errorf("insert %s %q: %w", kind, id, err)
+	}
+}
+
 // sqliteCode is the extended SQLite result code of err, or 0.
 func sqliteCode(err error) int {
 	if e, ok := errors.AsType[*sqlite.Error](err); ok {

@@ -60,13 +60,7 @@ func (s *Store) PutWebhook(ctx context.Context, w Webhook, max int) error {
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, tenant, url, events, secret, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			w.ID, w.Tenant, w.URL, string(events), w.Secret, w.Description, toNanos(orNow(w.CreatedAt)))
-		if isUniqueViolation(err) {
-			return fmt.Errorf("webhook %s already exists: %w", w.ID, errdefs.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("webhook %s: %w", w.ID, err)
-		}
-		return nil
+		return inserted("webhook", w.ID, err)
 	})
 }
 

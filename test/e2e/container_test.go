@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/mountinfo"
@@ -24,10 +22,9 @@ func containerLeaks(dataDir string) []string {
 	for _, e := range ents {
 		out = append(out, "bundle "+e.Name())
 	}
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], bundles+"/") {
-			out = append(out, "mount "+f[4])
+	for _, m := range mountinfo.Under(bundles) {
+		if m != bundles {
+			out = append(out, "mount "+m)
 		}
 	}
 	for _, rt := range []string{"runsc", "runc"} {
@@ -68,15 +65,7 @@ func TestContainerLevel(t *testing.T) {
 		t.Skip("needs root")
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
-	// What stays per data dir once every sandbox is gone (the private bundles mount, runsc's own
-	// state) goes with the test's data dir.
-	t.Cleanup(func() {
-		state := config.ContainerStateDir(dataDir)
-		for _, m := range mountinfo.Under(state) {
-			unix.Unmount(m, unix.MNT_DETACH)
-		}
-		os.RemoveAll(state)
-	})
+	removeContainerState(t, dataDir)
 	key := newKey(t, dataDir, "t1")
 	d := startDaemon(t, dataDir)
 	c := d.client(key)

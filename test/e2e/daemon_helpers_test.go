@@ -22,6 +22,8 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
 // daemon is an `airlock serve` the test started on a loopback port.
@@ -205,6 +207,29 @@ func createN(t *testing.T, c *client.Client, n int) []string {
 		ids = append(ids, sb.ID)
 	}
 	return ids
+}
+
+// shOK runs script in sandbox id through c, fails t unless it exits 0, and returns its output,
+// trimmed.
+func shOK(t *testing.T, c *client.Client, id, script string) string {
+	t.Helper()
+	res, err := c.Exec(bg(), id, api.ExecRequest{Command: api.Shell(script)})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec %q in %s: %+v, %v", script, id, res, err)
+	}
+	return strings.TrimSpace(res.Stdout)
+}
+
+// removeContainerState unmounts and removes, when t ends, what the container level keeps for
+// dataDir once every sandbox is gone (the private bundles mount, runsc's own state).
+func removeContainerState(t *testing.T, dataDir string) {
+	t.Cleanup(func() {
+		state := config.ContainerStateDir(dataDir)
+		for _, m := range mountinfo.Under(state) {
+			unix.Unmount(m, unix.MNT_DETACH)
+		}
+		os.RemoveAll(state)
+	})
 }
 
 // smallSpec is a sandbox spec with modest limits, so many fit on the test machine.

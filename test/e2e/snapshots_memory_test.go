@@ -10,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/config"
-	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
 // TestSnapshotsMemory drives snapshots with memory (container level under runsc) through the CLI
@@ -30,26 +27,13 @@ func TestSnapshotsMemory(t *testing.T) {
 	// Checked last: the level's state directory stays mounted until the cleanup below.
 	t.Cleanup(leakCheck(t))
 	dir := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() {
-		state := config.ContainerStateDir(dir)
-		for _, m := range mountinfo.Under(state) {
-			unix.Unmount(m, unix.MNT_DETACH)
-		}
-		os.RemoveAll(state)
-	})
+	removeContainerState(t, dir)
 	key := newKey(t, dir, "t1")
 	d := startDaemon(t, dir)
 	c := d.client(key)
 	ctx := bg()
 	cli := func(args ...string) result { t.Helper(); return d.cli(t, key, nil, args...) }
-	sh := func(c *client.Client, id, script string) string {
-		t.Helper()
-		res, err := c.Exec(ctx, id, api.ExecRequest{Command: api.Shell(script)})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec %q in %s: %+v, %v", script, id, res, err)
-		}
-		return strings.TrimSpace(res.Stdout)
-	}
+	sh := func(c *client.Client, id, script string) string { t.Helper(); return shOK(t, c, id, script) }
 	count := func(c *client.Client, id string) int {
 		t.Helper()
 		n, err := strconv.Atoi(sh(c, id, "cat /tmp/count"))

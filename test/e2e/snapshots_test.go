@@ -29,14 +29,7 @@ func TestSnapshots(t *testing.T) {
 	c := d.client(key)
 	ctx := bg()
 	cli := func(args ...string) result { t.Helper(); return d.cli(t, key, nil, args...) }
-	sh := func(c *client.Client, id, script string) string {
-		t.Helper()
-		res, err := c.Exec(ctx, id, api.ExecRequest{Command: api.Shell(script)})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec %q in %s: %+v, %v", script, id, res, err)
-		}
-		return strings.TrimSpace(res.Stdout)
-	}
+	sh := func(c *client.Client, id, script string) string { t.Helper(); return shOK(t, c, id, script) }
 	spec := smallSpec()
 	spec.Environment = map[string]string{"STAGE": "one"}
 	spec.Metadata = map[string]string{"step": "1"}

@@ -242,11 +242,5 @@ func TestPreparedRestore(t *testing.T) {
 		}
 	})
 	sb.Destroy(ctx)
-	left := d.Leftovers()
-	for deadline := time.Now().Add(2 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = d.Leftovers() {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		t.Fatalf("left behind: %v", left)
-	}
+	checkLeftovers(t, d)
 }

@@ -137,17 +137,22 @@ func fileHash(t *testing.T, p string) string {
 // sandboxes at the same time.
 func ownUIDBase(base uint32) uint32 { return base + uint32(os.Getpid()%64)*65536 }
 
-// checkLeftovers fails t if d still holds host resources; teardown may lag Destroy briefly.
+// checkLeftovers fails t if d still holds host resources.
 func checkLeftovers(t *testing.T, d *container.Driver) {
 	t.Helper()
-	var left []string
-	for i := 0; i < 50; i++ {
-		if left = d.Leftovers(); len(left) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if left := settled(d.Leftovers); len(left) > 0 {
+		t.Errorf("leaked after teardown: %s", strings.Join(left, "; "))
 	}
-	t.Errorf("leaked after teardown: %s", strings.Join(left, "; "))
+}
+
+// settled is what leftovers lists once teardown, which may lag Destroy briefly, had a second.
+func settled(leftovers func() []string) []string {
+	left := leftovers()
+	for i := 0; i < 50 && len(left) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		left = leftovers()
+	}
+	return left
 }
 
 func TestEscape(t *testing.T) {

@@ -111,14 +111,9 @@ func create(t *testing.T, d driver.Driver, spec sandbox.Spec) (driver.Sandbox, e
 // leakCheck fails t, at its end, if the level still holds host resources.
 func leakCheck(t *testing.T, l imageLevel) {
 	t.Cleanup(func() {
-		var left []string
-		for i := 0; i < 50; i++ {
-			if left = l.leftovers(); len(left) == 0 {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		if left := settled(l.leftovers); len(left) > 0 {
+			t.Errorf("%s leaked after teardown: %s", l.name, strings.Join(left, "; "))
 		}
-		t.Errorf("%s leaked after teardown: %s", l.name, strings.Join(left, "; "))
 	})
 }
 

@@ -146,11 +146,11 @@ func (r *runtime) run(ctx context.Context, dir string, ctl *os.File, gw *egress.
 func readPid(name, dir string) (int, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "pid"))
 	if err != nil {
-		return 0, fmt.Errorf("%s run: no pid file: %w", name, err)
+		return 0, fmt.Errorf("%s: no pid file: %w", name, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("%s run: bad pid file %q", name, b)
+		return 0, fmt.Errorf("%s: bad pid file %q", name, b)
 	}
 	return pid, nil
 }

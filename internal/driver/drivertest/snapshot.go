@@ -250,7 +250,7 @@ sleep 0.5; echo started`), 0, "started")
 		t.Fatalf("snapshot with memory: saved memory %v, err %v", memory, err)
 	}
 	t.Logf("saved in %v: layer %d bytes, memory image %d bytes", time.Since(t0), layer.Len(), dirSize(t, mem))
-	at := atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
+	at := count(t, sb)
 	// The original counts on; give it a head start so the two counts differ.
 	time.Sleep(time.Second)
 	t0 = time.Now()
@@ -259,19 +259,10 @@ sleep 0.5; echo started`), 0, "started")
 		t.Fatalf("restore with memory: %v", err)
 	}
 	t.Logf("restored in %v", time.Since(t0))
-	first := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
-	// The counter counts every 100 ms; on a loaded host its next count may take longer.
-	then := first
-	for deadline := time.Now().Add(5 * time.Second); then <= first && time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		then = atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
-	}
+	first := count(t, restored)
+	then := countPast(t, restored, first)
 	// The original was frozen for the save, and a loaded host may give it little time since.
-	orig := atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
-	for deadline := time.Now().Add(5 * time.Second); orig <= then && time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		orig = atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
-	}
+	orig := countPast(t, sb, then)
 	if first < 1 || first > at+40 || then <= first {
 		t.Fatalf("restored counter: %d then %d; it was at %d when saved (the original is at %d)", first, then, at, orig)
 	}
@@ -320,13 +311,8 @@ sleep 0.3; echo started`), 0, "started")
 		if got := Exec(t, restored, 10*time.Second, layerState); got.Stdout != want.Stdout {
 			t.Fatalf("restored layer:\n%s\nwant:\n%s\nstderr %s", got.Stdout, want.Stdout, got.Stderr)
 		}
-		first := atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
-		then := first
-		for deadline := time.Now().Add(5 * time.Second); then <= first && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Millisecond)
-			then = atoi(t, Exec(t, restored, 10*time.Second, "cat /tmp/count").Stdout)
-		}
-		if then <= first {
+		first := count(t, restored)
+		if then := countPast(t, restored, first); then <= first {
 			t.Fatalf("the restored counter stands at %d", first)
 		}
 		expect(t, Exec(t, restored, 10*time.Second, "echo mine > /workspace/a.txt; cat /workspace/a.txt"), 0, "mine")
@@ -351,6 +337,23 @@ sleep 0.3; echo started`), 0, "started")
 		p.Discard(id)
 		p.Discard(id) // twice: nothing left to end
 	})
+}
+
+// count reads the counter the snapshot cases run in sb.
+func count(t *testing.T, sb driver.Sandbox) int {
+	t.Helper()
+	return atoi(t, Exec(t, sb, 10*time.Second, "cat /tmp/count").Stdout)
+}
+
+// countPast reads sb's counter until it is past n, for up to 5 s, and returns the last count:
+// it counts every 50 ms, but a loaded host may give it little time.
+func countPast(t *testing.T, sb driver.Sandbox, n int) int {
+	t.Helper()
+	c := count(t, sb)
+	for deadline := time.Now().Add(5 * time.Second); c <= n && time.Now().Before(deadline); c = count(t, sb) {
+		time.Sleep(250 * time.Millisecond)
+	}
+	return c
 }
 
 func atoi(t *testing.T, s string) int {

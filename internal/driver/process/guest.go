@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -182,37 +181,18 @@ func (s *Sandbox) watchGuestMemory(limit int64) {
 	}()
 }
 
-// guestPings tells pings apart.
-var guestPings atomic.Int64
-
 // guestStats asks init for its guest cgroup's counters.
 func (s *Sandbox) guestStats(ctx context.Context) (*guestStats, error) {
-	id := "guest-" + strconv.FormatInt(guestPings.Add(1), 10)
-	ch := make(chan *message, 1)
-	s.mu.Lock()
-	s.waiters[id] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiters, id)
-		s.mu.Unlock()
-	}()
-	if err := s.ctl.send(&message{Kind: msgPing, ID: id}); err != nil {
-		return nil, fmt.Errorf("sandbox %s: init is gone: %w", s.id, err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, guestPing)
 	defer cancel()
-	select {
-	case m := <-ch:
-		if m.Guest == nil {
-			return nil, fmt.Errorf("sandbox %s: init keeps no process count", s.id)
-		}
-		return m.Guest, nil
-	case <-s.done:
-		return nil, fmt.Errorf("sandbox %s: init is gone", s.id)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("sandbox %s: init's process count: %w", s.id, ctx.Err())
+	m, err := s.ask(ctx, msgPing, msgPong)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: init's process count: %w", s.id, err)
 	}
+	if m.Guest == nil {
+		return nil, fmt.Errorf("sandbox %s: init keeps no process count", s.id)
+	}
+	return m.Guest, nil
 }
 
 // guestPing bounds the wait for init's counters (a paused sandbox does not answer; a busy gVisor

@@ -323,7 +323,15 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 // request sends init a message of kind and waits for its answer of the same kind, which it
 // returns with the descriptors it brought; an error answer is an error.
 func (s *Sandbox) request(ctx context.Context, kind string) (*message, error) {
-	id := fmt.Sprintf("%s-%d", kind, time.Now().UnixNano())
+	return s.ask(ctx, kind, kind)
+}
+
+// requests tells requests apart.
+var requests atomic.Int64
+
+// ask sends init a message of kind and waits for its answer, of kind answer.
+func (s *Sandbox) ask(ctx context.Context, kind, answer string) (*message, error) {
+	id := fmt.Sprintf("%s-%d", kind, requests.Add(1))
 	reply := make(chan *message, 1)
 	s.mu.Lock()
 	s.waiters[id] = reply
@@ -338,7 +346,7 @@ func (s *Sandbox) request(ctx context.Context, kind string) (*message, error) {
 	}
 	select {
 	case m := <-reply:
-		if m.Kind != kind {
+		if m.Kind != answer {
 			m.closeFiles()
 			return nil, errors.New(m.Error)
 		}

@@ -241,14 +241,8 @@ func TestFilesystem(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(store, "workspace", "planted")); err != nil {
 		t.Fatal(err)
 	}
-	script := `
+	script := pyTried + `
 import os
-def tried(what, f):
-    try:
-        f()
-        print(what, "ALLOWED")
-    except Exception as e:
-        print(what, "refused", type(e).__name__)
 tried("read /etc/passwd", lambda: open("/etc/passwd").read())
 tried("read ../../..", lambda: open("../../../../../../etc/passwd").read())
 tried("make symlink", lambda: os.symlink("/etc/passwd", "/workspace/link"))
@@ -279,18 +273,23 @@ print(sorted(os.listdir("/")))
 	}
 }
 
-// TestNoProcessesNoNetwork: sockets, subprocesses and node's network and process modules fail.
-func TestNoProcessesNoNetwork(t *testing.T) {
-	d, _ := newDriver(t)
-	sb := newSandbox(t, d, sandbox.Spec{})
-	script := `
-import os, socket, subprocess
+// pyTried defines tried(what, f): it prints what with "ALLOWED" when f succeeds, and with
+// "refused" and the exception's type when f raises.
+const pyTried = `
 def tried(what, f):
     try:
         f()
         print(what, "ALLOWED")
     except Exception as e:
-        print(what, "refused")
+        print(what, "refused", type(e).__name__)
+`
+
+// TestNoProcessesNoNetwork: sockets, subprocesses and node's network and process modules fail.
+func TestNoProcessesNoNetwork(t *testing.T) {
+	d, _ := newDriver(t)
+	sb := newSandbox(t, d, sandbox.Spec{})
+	script := pyTried + `
+import os, socket, subprocess
 tried("socket", lambda: socket.create_connection(("127.0.0.1", 22), timeout=1))
 tried("subprocess", lambda: subprocess.run(["ls"]))
 tried("os.system", lambda: os.system("ls") == 0 or (_ for _ in ()).throw(OSError()))
