@@ -34,25 +34,50 @@ const (
 // Spec is everything a sandbox is created with: the body of POST /api/v1/sandboxes. The zero value
 // of every field means "the default" (SPEC §2).
 type Spec struct {
-	Name        string            `json:"name,omitempty"`
-	Isolation   string            `json:"isolation,omitempty"`
-	Runtime     string            `json:"runtime,omitempty"` // container level: runsc or runc
-	AgentID     string            `json:"agentId,omitempty"`
-	Template    string            `json:"template,omitempty"` // "host" (the default)
+	Name      string `json:"name,omitempty"`
+	Isolation string `json:"isolation,omitempty"`
+	Runtime   string `json:"runtime,omitempty"` // container level: runsc or runc
+	AgentID   string `json:"agentId,omitempty"`
+	// Template is the root filesystem: "host" (the default) or one of the operator's templates
+	// (GET /api/v1/templates). Image is the other kind of root.
+	Template    string            `json:"template,omitempty"`
 	Image       string            `json:"image,omitempty"`
-	Rootfs      string            `json:"rootfs,omitempty"` // a host directory used as the root filesystem
 	User        string            `json:"user,omitempty"`
 	Workdir     string            `json:"workdir,omitempty"`
 	Environment map[string]string `json:"environment,omitempty"`
 	Resources   Resources         `json:"resources"`
 	Network     Network           `json:"network"`
 	Filesystem  Filesystem        `json:"filesystem"`
-	Timeout     Timeout           `json:"timeout"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Volumes are the operator's host directories (GET /api/v1/volumes) mounted into the
+	// sandbox; one not granted to the tenant is a 403.
+	Volumes  []VolumeMount     `json:"volumes,omitempty"`
+	Timeout  Timeout           `json:"timeout"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// FromSnapshot starts the sandbox from a snapshot (snap_...): its level, root, user, workdir,
 	// resources and filesystem are the snapshot's sandbox's, and may be left out (given, they must
 	// equal them); its environment and metadata are the snapshot's, merged under the request's.
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
+
+	// Binds and RootDir are host paths, which only the operator names (SPEC §0): the one-shot
+	// `airlock run` sets them from --ro/--rw/--rootfs, and the daemon from the volumes and the
+	// template it granted. They never cross the API in either direction.
+	Binds   []Bind `json:"-"`
+	RootDir string `json:"-"`
+}
+
+// VolumeMount mounts the operator's volume Name at Path inside the sandbox; ReadOnly makes a
+// writable volume read-only for this sandbox (a read-only volume stays read-only).
+type VolumeMount struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// Bind is a host path bound into a sandbox at Path.
+type Bind struct {
+	Host     string
+	Path     string
+	ReadOnly bool
 }
 
 // Resources are the limits of SPEC §2. Zero means the default; a value above the maximum is an
@@ -89,8 +114,11 @@ type Credential struct {
 	Secret string `json:"secret,omitempty"` // or the name of a secret in the daemon's configuration (network.secrets)
 }
 
-// Filesystem holds host paths mounted into the sandbox ("HOST[:DEST]") and sandbox paths made
-// inaccessible.
+// Filesystem shapes the sandbox's own file tree: paths inside the sandbox (never host paths) the
+// code may read but not write (ReadOnly, e.g. /workspace/data), may write (ReadWrite: created
+// writable, in the writable layer), or may not reach at all (Blocked, e.g. /etc/ssh). Each is
+// enforced by the kernel: a read-only bind of the sandbox's own directory, a writable directory
+// of the layer, an inaccessible mount.
 type Filesystem struct {
 	ReadOnly  []string `json:"readOnly,omitempty"`
 	ReadWrite []string `json:"readWrite,omitempty"`

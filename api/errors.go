@@ -12,7 +12,8 @@ type Response[T any] struct {
 type Error struct {
 	// Code is stable and machine-readable: invalid_argument, unauthorized, forbidden, not_found,
 	// conflict, payload_too_large, isolation_unavailable, unavailable, quota_exceeded,
-	// insufficient_storage, internal.
+	// insufficient_storage, internal; and the 403s secret_not_granted, volume_not_granted,
+	// template_not_granted, image_not_allowed.
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Field is the JSON path of the offending input field, when one is to blame.
@@ -34,4 +35,10 @@ const (
 	CodeQuotaExceeded        = "quota_exceeded"
 	CodeInsufficientStorage  = "insufficient_storage"
 	CodeInternal             = "internal"
+	// 403s that say what was not granted: a secret, a volume or template of the operator's, an
+	// image outside the approved ones.
+	CodeSecretNotGranted   = "secret_not_granted"
+	CodeVolumeNotGranted   = "volume_not_granted"
+	CodeTemplateNotGranted = "template_not_granted"
+	CodeImageNotAllowed    = "image_not_allowed"
 )

@@ -69,6 +69,7 @@ type LevelCapability struct {
 type Key struct {
 	ID        string     `json:"id"`
 	Tenant    string     `json:"tenant"`
+	Admin     bool       `json:"admin,omitempty"` // an operator's key (SPEC §0)
 	CreatedAt time.Time  `json:"createdAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
@@ -78,4 +79,46 @@ type Health struct {
 	Status    string `json:"status"` // "ok"
 	Version   string `json:"version"`
 	Sandboxes int    `json:"sandboxes"` // live sandboxes
+}
+
+// VolumeInfo is one of the operator's volumes as GET /api/v1/volumes lists it: a tenant sees
+// the names it may mount; an admin key also sees the host path and the tenants granted.
+type VolumeInfo struct {
+	Name     string   `json:"name"`
+	ReadOnly bool     `json:"readOnly,omitempty"`
+	HostPath string   `json:"hostPath,omitempty"`
+	Tenants  []string `json:"tenants,omitempty"`
+}
+
+// TemplateInfo is a root filesystem template as GET /api/v1/templates lists it: "host" (the
+// default) and the operator's directories the tenant may use (an admin key also sees where).
+type TemplateInfo struct {
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"` // host or directory
+	Dir     string   `json:"dir,omitempty"`
+	Tenants []string `json:"tenants,omitempty"`
+}
+
+// Quota is a tenant's bounds (SPEC §0); a zero field is unbounded.
+type Quota struct {
+	MaxSandboxes      int     `json:"maxSandboxes,omitempty"`
+	MaxMemoryMB       int64   `json:"maxMemoryMb,omitempty"`
+	MaxDiskMB         int64   `json:"maxDiskMb,omitempty"`
+	RequestsPerSecond float64 `json:"requestsPerSecond,omitempty"`
+	Burst             int     `json:"burst,omitempty"`
+}
+
+// Usage is what a tenant uses now of its quota.
+type Usage struct {
+	Sandboxes int   `json:"sandboxes"`
+	MemoryMB  int64 `json:"memoryMb"`
+	DiskMB    int64 `json:"diskMb"`
+}
+
+// Tenant is GET /api/v1/tenants' entry: a tenant's quota and usage. A tenant key sees itself;
+// an admin key every tenant that has a key.
+type Tenant struct {
+	Name  string `json:"name"`
+	Quota Quota  `json:"quota"`
+	Usage Usage  `json:"usage"`
 }

@@ -22,7 +22,7 @@ func doctorCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "airlock doctor:", err)
 		return 1
 	}
-	images, _ := levels.Images(cfg, e.log) // why not is logged
+	images, _ := levels.Images(cfg, false, e.log) // why not is logged
 	reg := levels.Registry(cfg, network, images, e.log)
 	caps := reg.Report()
 	netErr := network.Check()

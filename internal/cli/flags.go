@@ -118,8 +118,11 @@ func explicitZero(fs *flag.FlagSet) error {
 // fields zero, for sandbox.SetDefaults (run) or the daemon (create) to fill; the help says the
 // defaults.
 type specFlags struct {
-	envs, ro, rw, allow, block, creds listFlag
-	allowLocal                        bool
+	envs, ro, rw, allow, block, creds, volumes listFlag
+	allowLocal                                 bool
+	// host: --ro/--rw name host paths and --rootfs exists (run, the operator's shell); otherwise
+	// --ro/--rw are paths inside the sandbox and host directories enter as --volume (SPEC §7).
+	host bool
 }
 
 func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
@@ -137,11 +140,17 @@ func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
 	fs.Var(&f.creds, "credential", "HOST:HEADER:secret=NAME (a daemon secret) or HOST:HEADER:env=VAR (from this shell): a header the proxy adds to requests to http://HOST/, forwarded over HTTPS (repeatable)")
 	fs.Int64Var(&r.NetworkMbps, "network-mbps", 0, "bandwidth cap in Mbit/s, each direction (default 100)")
 	fs.Var(&f.envs, "env", "K=V environment variable (repeatable)")
-	fs.Var(&f.ro, "ro", "HOST[:DEST] mounted read-only (repeatable)")
-	fs.Var(&f.rw, "rw", "HOST[:DEST] mounted read-write (repeatable)")
+	if f.host {
+		fs.Var(&f.ro, "ro", "HOST[:DEST] mounted read-only (repeatable)")
+		fs.Var(&f.rw, "rw", "HOST[:DEST] mounted read-write (repeatable)")
+		fs.StringVar(&spec.RootDir, "rootfs", "", "host directory used as the root filesystem (copy-on-write)")
+	} else {
+		fs.Var(&f.ro, "ro", "path inside the sandbox made read-only, e.g. /workspace/data (repeatable)")
+		fs.Var(&f.rw, "rw", "path inside the sandbox made writable (repeatable)")
+		fs.Var(&f.volumes, "volume", "NAME:PATH[:ro] mounts the operator's volume NAME at PATH (repeatable; airlock volumes lists them)")
+	}
 	fs.Var(&f.block, "block", "path inside the sandbox made inaccessible (repeatable)")
 	fs.StringVar(&spec.Image, "image", "", "OCI image reference for the root filesystem")
-	fs.StringVar(&spec.Rootfs, "rootfs", "", "host directory used as the root filesystem (copy-on-write)")
 	fs.StringVar(&spec.User, "user", "", "agent (default, uid 1000) or root (uid 0 in the sandbox only)")
 	fs.StringVar(&spec.Workdir, "workdir", "", "working directory inside the sandbox (default /workspace)")
 }
@@ -153,7 +162,33 @@ func (f *specFlags) apply(spec *sandbox.Spec) error {
 	if len(f.allow) > 0 && spec.Network.EgressPolicy == "" {
 		spec.Network.EgressPolicy = sandbox.EgressRestricted
 	}
-	spec.Filesystem = sandbox.Filesystem{ReadOnly: f.ro, ReadWrite: f.rw, Blocked: f.block}
+	spec.Filesystem = sandbox.Filesystem{Blocked: f.block}
+	if f.host {
+		for i, s := range f.ro {
+			b, err := sandbox.ParseBind(fmt.Sprintf("--ro[%d]", i), s, true)
+			if err != nil {
+				return err
+			}
+			spec.Binds = append(spec.Binds, b)
+		}
+		for i, s := range f.rw {
+			b, err := sandbox.ParseBind(fmt.Sprintf("--rw[%d]", i), s, false)
+			if err != nil {
+				return err
+			}
+			spec.Binds = append(spec.Binds, b)
+		}
+	} else {
+		spec.Filesystem.ReadOnly, spec.Filesystem.ReadWrite = f.ro, f.rw
+		for i, s := range f.volumes {
+			name, rest, ok := strings.Cut(s, ":")
+			p, mode, _ := strings.Cut(rest, ":")
+			if !ok || name == "" || p == "" || (mode != "" && mode != "ro") {
+				return errdefs.Invalid(fmt.Sprintf("volumes[%d]", i), "--volume %q: want NAME:PATH or NAME:PATH:ro", s)
+			}
+			spec.Volumes = append(spec.Volumes, api.VolumeMount{Name: name, Path: p, ReadOnly: mode == "ro"})
+		}
+	}
 	if f.allowLocal {
 		no := false
 		spec.Network.BlockLocalNetwork = &no

@@ -142,7 +142,7 @@ func TestImageVerbsViaDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key, _, err := st.CreateKey(ctx, "t1")
+	key, _, err := st.CreateAdminKey(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}

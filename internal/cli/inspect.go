@@ -61,7 +61,7 @@ func writeSandboxDetail(w io.Writer, sb api.Sandbox, now time.Time) {
 	if sb.Status != api.StatusTerminated {
 		row("Expires", when(sb.ExpiresAt))
 	}
-	row("Root", firstOf(sb.Image, sb.Rootfs, sb.Template))
+	row("Root", firstOf(sb.Image, sb.Template))
 	row("User", sb.User)
 	row("Workdir", sb.Workdir)
 	row("Resources", fmt.Sprintf("cpu %s, memory %s, disk %s, network %d Mbit/s, pids %d, open files %d",
@@ -71,6 +71,15 @@ func writeSandboxDetail(w io.Writer, sb api.Sandbox, now time.Time) {
 	row("Read-only", strings.Join(sb.Filesystem.ReadOnly, ", "))
 	row("Read-write", strings.Join(sb.Filesystem.ReadWrite, ", "))
 	row("Blocked", strings.Join(sb.Filesystem.Blocked, ", "))
+	var vols []string
+	for _, v := range sb.Volumes {
+		s := v.Name + " at " + v.Path
+		if v.ReadOnly {
+			s += " (read-only)"
+		}
+		vols = append(vols, s)
+	}
+	row("Volumes", strings.Join(vols, ", "))
 	row("Environment", pairs(sb.Environment))
 	row("Metadata", pairs(sb.Metadata))
 	tw.Flush()

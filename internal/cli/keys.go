@@ -12,11 +12,15 @@ import (
 	"github.com/airlockrun/airlock/internal/store"
 )
 
+// adminTenant is the tenant of an admin key created without --tenant: its own sandboxes are
+// kept apart from every tenant's.
+const adminTenant = "operator"
+
 // keysCmd manages API keys in the data dir's store directly (the daemon need not run; if it
 // does, it sees changes at once).
 func keysCmd(e *env, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME | ls [--json] | revoke KEY   [--data-dir DIR] [--config FILE]")
+		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME | create --admin [--tenant NAME] | ls [--json] | revoke KEY   [--data-dir DIR] [--config FILE]")
 		return 2
 	}
 	sub, args := args[0], args[1:]
@@ -24,7 +28,8 @@ func keysCmd(e *env, args []string) int {
 	fs.SetOutput(e.stderr)
 	var h hostFlags
 	h.register(fs)
-	tenant := fs.String("tenant", "", "the tenant the key acts for (created on first key)")
+	tenant := fs.String("tenant", "", "the tenant the key acts for (created on first key; an admin key's default: "+adminTenant+")")
+	admin := fs.Bool("admin", false, "an admin key, the operator's: it may also change daemon-wide resources (images, pools)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	// Flags may come before or after the positional argument (keys revoke KEY --data-dir DIR).
 	pos, err := parseInterspersed(fs, args)
@@ -32,8 +37,11 @@ func keysCmd(e *env, args []string) int {
 		return 2
 	}
 	switch {
-	case sub == "create" && (*tenant == "" || len(pos) > 0):
-		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME")
+	case sub == "create" && ((*tenant == "" && !*admin) || len(pos) > 0):
+		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME | --admin [--tenant NAME]")
+		return 2
+	case sub != "create" && *admin:
+		fmt.Fprintln(e.stderr, "airlock keys: --admin goes with create")
 		return 2
 	case sub == "revoke" && len(pos) != 1:
 		fmt.Fprintln(e.stderr, "usage: airlock keys revoke KEY-ID-OR-SECRET")
@@ -60,14 +68,21 @@ func keysCmd(e *env, args []string) int {
 	defer st.Close()
 	switch sub {
 	case "create":
-		secret, k, err := st.CreateKey(ctx, *tenant)
+		create, role := st.CreateKey, "key"
+		if *admin {
+			create, role = st.CreateAdminKey, "admin key"
+			if *tenant == "" {
+				*tenant = adminTenant
+			}
+		}
+		secret, k, err := create(ctx, *tenant)
 		if err != nil {
 			fmt.Fprintln(e.stderr, "airlock keys create:", err)
 			return 1
 		}
 		// The secret is shown once, alone on stdout, so that `KEY=$(airlock keys create ...)` works.
 		fmt.Fprintln(e.stdout, secret)
-		fmt.Fprintf(e.stderr, "created key %s for tenant %s; it is not shown again\n", k.ID, k.Tenant)
+		fmt.Fprintf(e.stderr, "created %s %s for tenant %s; it is not shown again\n", role, k.ID, k.Tenant)
 	case "ls":
 		keys, err := st.Keys(ctx)
 		if err != nil {
@@ -81,13 +96,17 @@ func keysCmd(e *env, args []string) int {
 			return 0
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTENANT\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tTENANT\tROLE\tCREATED\tREVOKED")
 		for _, k := range keys {
 			revoked := "-"
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.Local().Format(time.DateTime)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.CreatedAt.Local().Format(time.DateTime), revoked)
+			role := "tenant"
+			if k.Admin {
+				role = "admin"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, role, k.CreatedAt.Local().Format(time.DateTime), revoked)
 		}
 		tw.Flush()
 	case "revoke":

@@ -54,7 +54,7 @@ func runCmd(e *env, args []string) int {
 			}
 		})
 	}
-	images, _ := levels.Images(cfg, e.log) // why not is logged; --image is then refused
+	images, _ := levels.Images(cfg, false, e.log) // why not is logged; --image is then refused
 	reg := levels.Registry(cfg, network, images, e.log)
 	d, err := reg.Lookup(spec.Isolation)
 	if err != nil {
@@ -130,8 +130,8 @@ type runArgs struct {
 // parseRun parses run's flags into a defaulted, validated spec. code >= 0 means: exit with it.
 func parseRun(e *env, args []string) (ra runArgs, code int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported below, in the user's spelling
-	var sf specFlags
+	fs.SetOutput(io.Discard)    // errors are reported below, in the user's spelling
+	sf := specFlags{host: true} // the operator's shell: --ro/--rw name host paths, --rootfs a host directory
 	spec := &ra.spec
 	sf.register(fs, spec)
 	ra.timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
@@ -197,6 +197,8 @@ func describe(err error) string {
 		name := fe.Field
 		if f, ok := flagForField[fe.Field]; ok {
 			name = f
+		} else if strings.HasPrefix(fe.Field, "binds") {
+			name = "--ro/--rw"
 		} else if strings.HasPrefix(fe.Field, "filesystem.readOnly") {
 			name = "--ro"
 		} else if strings.HasPrefix(fe.Field, "filesystem.readWrite") {

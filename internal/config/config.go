@@ -4,6 +4,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,6 +24,8 @@ import (
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tenancy"
 )
 
 // Version is the configuration file format this airlock reads.
@@ -57,6 +60,15 @@ type Config struct {
 	Images ImagesConfig `json:"images"`
 	// Wasm is the wasm level: where its interpreters are installed.
 	Wasm WasmConfig `json:"wasm"`
+	// Volumes are host directories the operator lends tenants by name (SPEC §3): a create's
+	// volumes: [{name, path, readOnly}] mounts one the tenant was granted. The only way a host
+	// path enters a sandbox through the API.
+	Volumes map[string]VolumeConfig `json:"volumes"`
+	// Templates are host directories used as a sandbox's root filesystem (copy-on-write, the
+	// process level), by name: a create's template: NAME.
+	Templates map[string]TemplateConfig `json:"templates"`
+	// Tenants are the tenants' quotas: Defaults for every tenant, Overrides by tenant name.
+	Tenants TenantsConfig `json:"tenants"`
 	// Pools are warm pools the daemon keeps from its start (see api.Pool: name, spec, size,
 	// refillPerSecond, maxAgeSeconds). Pools can also be made through the API; those are stored
 	// in the database, and one of a name given here is ignored.
@@ -68,6 +80,49 @@ type Config struct {
 	// LogFormat is the daemon's own log: text (default) or json (slog's JSON handler; records
 	// about a sandbox carry its sandbox, tenant and exec IDs as fields).
 	LogFormat string `json:"logFormat"`
+}
+
+// VolumeConfig is one volume: a host directory, whether every mount of it is read-only, and the
+// tenants that may mount it ("*" for all).
+type VolumeConfig struct {
+	HostPath string   `json:"hostPath"`
+	ReadOnly bool     `json:"readOnly"`
+	Tenants  []string `json:"tenants"`
+}
+
+// TemplateConfig is one root filesystem template: a host directory and the tenants that may use
+// it ("*" for all).
+type TemplateConfig struct {
+	Dir     string   `json:"dir"`
+	Tenants []string `json:"tenants"`
+}
+
+// TenantsConfig holds the tenants' quotas (SPEC §0). A quota field left at zero takes the
+// default's; Defaults' own zero fields are filled by Default().
+type TenantsConfig struct {
+	Defaults  api.Quota            `json:"defaults"`
+	Overrides map[string]api.Quota `json:"overrides"`
+}
+
+// SecretConfig is one secret of the operator's: its value ("env:NAME" reads airlock's
+// environment at start), the hosts it may be sent to (exact names or "*.example.com") and the
+// tenants that may bind it to a credential ("*" for all).
+type SecretConfig struct {
+	Value   string   `json:"value"`
+	Hosts   []string `json:"hosts"`
+	Tenants []string `json:"tenants"`
+}
+
+// UnmarshalJSON refuses the bare-string form of earlier versions with a message that says what
+// a secret needs now.
+func (s *SecretConfig) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return errors.New("a secret is {\"value\": ..., \"hosts\": [...], \"tenants\": [...]}: it names the hosts it may be sent to and the tenants that may use it")
+	}
+	type plain SecretConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(s))
 }
 
 // AuditConfig configures the audit log.
@@ -128,6 +183,17 @@ type WasmConfig struct {
 type ImagesConfig struct {
 	// MaxImageSizeMb caps an image's size, compressed and unpacked (default 8192).
 	MaxImageSizeMb int64 `json:"maxImageSizeMb"`
+	// Allowed are the image references tenants may use besides those already in the store
+	// (seed 002's "approved image"): patterns where '*' stands for any run of characters,
+	// e.g. "docker.io/library/python:*". Default none: tenants use what the operator pulled.
+	Allowed []string `json:"allowed"`
+	// Registries are the registry hosts a pull may reach (e.g. "ghcr.io", "docker.io");
+	// default any.
+	Registries []string `json:"registries"`
+	// AllowPrivateNetworks lets pulls reach registries on loopback, private and link-local
+	// addresses (a registry on the daemon's own host). Off by default, so that no image
+	// reference makes the daemon dial into its own network; metadata addresses never.
+	AllowPrivateNetworks bool `json:"allowPrivateNetworks"`
 }
 
 // NetworkConfig is the operator's part of every sandbox's network policy.
@@ -143,9 +209,10 @@ type NetworkConfig struct {
 	// addresses, and only for sandboxes whose policy allows the name; metadata addresses never.
 	TrustedHosts map[string]string `json:"trustedHosts"`
 	// Secrets are credential values sandboxes may name (network.credentials[].secret) without
-	// knowing them. A value "env:NAME" is read from airlock's environment at start. Keep the
-	// configuration file readable by root only.
-	Secrets map[string]string `json:"secrets"`
+	// knowing them, each scoped to the hosts it may be sent to and the tenants that may use it
+	// (any other binding is a 403 secret_not_granted). Keep the configuration file readable by
+	// root only.
+	Secrets map[string]SecretConfig `json:"secrets"`
 	// UpstreamCAFile is a PEM bundle trusted, besides the system's roots, when airlock speaks
 	// TLS upstream to inject credentials (e.g. a corporate CA).
 	UpstreamCAFile string `json:"upstreamCaFile"`
@@ -172,6 +239,10 @@ type LimitsConfig struct {
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// MaxUploadBytes caps one upload of the files API. Default 1 GiB.
 	MaxUploadBytes int64 `json:"maxUploadBytes"`
+	// MaxPools caps the warm pools made through the API; MaxPoolSandboxes the sandboxes all
+	// pools keep warm together (the operator's, counted against no tenant). Defaults 16, 256.
+	MaxPools         int `json:"maxPools"`
+	MaxPoolSandboxes int `json:"maxPoolSandboxes"`
 }
 
 // ProcessConfig is the file form of process.Config.
@@ -196,7 +267,7 @@ func Default() Config {
 		DataDir:   defaultDataDir(),
 		Listen:    "127.0.0.1:7070",
 		Database:  DatabaseConfig{Sync: "normal"},
-		Limits:    LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30},
+		Limits:    LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
@@ -272,6 +343,12 @@ func (c Config) Validate() error {
 	if c.Images.MaxImageSizeMb < 1 {
 		return errors.New("config: images.maxImageSizeMb must be ≥ 1")
 	}
+	if c.Limits.MaxPools < 1 || c.Limits.MaxPoolSandboxes < 1 {
+		return errors.New("config: limits.maxPools and limits.maxPoolSandboxes must be ≥ 1")
+	}
+	if err := c.checkGrants(); err != nil {
+		return err
+	}
 	if w := c.Webhooks; w.MaxAttempts < 1 || w.MaxAttempts > 50 {
 		return fmt.Errorf("config: webhooks.maxAttempts must be between 1 and 50 (got %d)", w.MaxAttempts)
 	} else if w.TimeoutSeconds < 1 || w.TimeoutSeconds > 300 {
@@ -287,6 +364,100 @@ func (c Config) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// checkGrants validates what the operator lends tenants: names, absolute host directories that
+// exist, tenant lists, quotas.
+func (c Config) checkGrants() error {
+	for n, v := range c.Volumes {
+		if err := checkLoan("volumes", n, v.HostPath, v.Tenants); err != nil {
+			return err
+		}
+	}
+	for n, t := range c.Templates {
+		if n == sandbox.TemplateHost {
+			return errors.New("config: templates: \"host\" is the built-in template")
+		}
+		if err := checkLoan("templates", n, t.Dir, t.Tenants); err != nil {
+			return err
+		}
+	}
+	quotas := map[string]api.Quota{"defaults": c.Tenants.Defaults}
+	for n, q := range c.Tenants.Overrides {
+		if err := store.ValidateTenant(n); err != nil {
+			return fmt.Errorf("config: tenants.overrides[%s]: %v", n, err)
+		}
+		quotas["overrides["+n+"]"] = q
+	}
+	for where, q := range quotas {
+		if q.MaxSandboxes < 0 || q.MaxMemoryMB < 0 || q.MaxDiskMB < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 {
+			return fmt.Errorf("config: tenants.%s: quotas must not be negative", where)
+		}
+	}
+	return nil
+}
+
+// checkLoan checks one volume or template: a valid name, an absolute clean host directory that
+// exists, a tenants list.
+func checkLoan(kind, name, dir string, tenants []string) error {
+	if err := store.ValidateTenant(name); err != nil { // the same alphabet
+		return fmt.Errorf("config: %s: %q is not a name (1-64 letters, digits, '.', '_' or '-')", kind, name)
+	}
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("config: %s[%s]: %q must be an absolute, clean host path", kind, name, dir)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("config: %s[%s]: %s is not a directory", kind, name, dir)
+	}
+	if len(tenants) == 0 {
+		return fmt.Errorf("config: %s[%s]: name the tenants that may use it (tenants: [\"*\"] for all)", kind, name)
+	}
+	return nil
+}
+
+// Grants returns what the operator lends tenants and their quotas, for the manager.
+func (c Config) Grants() *tenancy.Grants {
+	g := &tenancy.Grants{Volumes: map[string]tenancy.Volume{}, Templates: map[string]tenancy.Template{},
+		Secrets: map[string]tenancy.Secret{}, Quotas: map[string]api.Quota{},
+		Images: tenancy.Images{Allowed: c.Images.Allowed, Registries: c.Images.Registries}}
+	for n, v := range c.Volumes {
+		g.Volumes[n] = tenancy.Volume{HostPath: v.HostPath, ReadOnly: v.ReadOnly, Tenants: v.Tenants}
+	}
+	for n, t := range c.Templates {
+		g.Templates[n] = tenancy.Template{Dir: t.Dir, Tenants: t.Tenants}
+	}
+	for n, s := range c.Network.Secrets {
+		g.Secrets[n] = tenancy.Secret{Hosts: s.Hosts, Tenants: s.Tenants}
+	}
+	g.Quota = c.quota(c.Tenants.Defaults)
+	for n, q := range c.Tenants.Overrides {
+		g.Quotas[n] = c.quota(q)
+	}
+	return g
+}
+
+// quota fills q's zero fields from the defaults: the configured ones, then the built-in ones
+// (the sandbox quota times the per-sandbox defaults of memory and disk; 1000 requests/s).
+func (c Config) quota(q api.Quota) api.Quota {
+	d := c.Tenants.Defaults
+	n := c.Limits.MaxSandboxesPerTenant
+	fill := func(v *int64, conf, builtin int64) {
+		if *v == 0 {
+			*v = cmp.Or(conf, builtin)
+		}
+	}
+	if q.MaxSandboxes == 0 {
+		q.MaxSandboxes = cmp.Or(d.MaxSandboxes, n)
+	}
+	fill(&q.MaxMemoryMB, d.MaxMemoryMB, int64(q.MaxSandboxes)*int64(sandbox.Limits.MemoryMB.Default))
+	fill(&q.MaxDiskMB, d.MaxDiskMB, int64(q.MaxSandboxes)*int64(sandbox.Limits.DiskMB.Default))
+	if q.RequestsPerSecond == 0 {
+		q.RequestsPerSecond = cmp.Or(d.RequestsPerSecond, 1000)
+	}
+	if q.Burst == 0 {
+		q.Burst = cmp.Or(d.Burst, 2*int(q.RequestsPerSecond)+1)
+	}
+	return q
 }
 
 // Egress returns the network service's configuration.
@@ -317,7 +488,11 @@ func (c Config) Egress() (egress.Config, error) {
 			e.Trusted[name] = append(e.Trusted[name], ip)
 		}
 	}
-	for name, v := range n.Secrets {
+	for name, sc := range n.Secrets {
+		if len(sc.Hosts) == 0 || len(sc.Tenants) == 0 {
+			return e, fmt.Errorf("config: network.secrets[%s]: name the hosts it may be sent to and the tenants that may use it (hosts, tenants)", name)
+		}
+		v := sc.Value
 		if env, ok := strings.CutPrefix(v, "env:"); ok {
 			var set bool
 			if v, set = os.LookupEnv(env); !set {

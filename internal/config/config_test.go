@@ -28,11 +28,20 @@ func TestLoad(t *testing.T) {
 		{"listen without port", `{"listen":"127.0.0.1"}`, "HOST:PORT"},
 		{"bad sync mode", `{"database":{"sync":"sometimes"}}`, "database.sync"},
 		{"zero quota", `{"limits":{"maxSandboxesPerTenant":-1}}`, "maxSandboxesPerTenant"},
-		{"network section", `{"network":{"pool":"10.50.0.0/20","resolvers":["192.0.2.53:53"],"trustedHosts":{"llm.internal":"10.1.2.3,10.1.2.4"},"secrets":{"k":"v"}}}`, ""},
+		{"network section", `{"network":{"pool":"10.50.0.0/20","resolvers":["192.0.2.53:53"],"trustedHosts":{"llm.internal":"10.1.2.3,10.1.2.4"},"secrets":{"k":{"value":"v","hosts":["api.x.com"],"tenants":["*"]}}}}`, ""},
+		{"secret as a bare string", `{"network":{"secrets":{"k":"v"}}}`, "hosts"},
+		{"secret without hosts", `{"network":{"secrets":{"k":{"value":"v","tenants":["*"]}}}}`, "hosts"},
+		{"volume not a directory", `{"volumes":{"v":{"hostPath":"/nonexistent/dir","tenants":["*"]}}}`, "volumes[v]"},
+		{"volume without tenants", `{"volumes":{"v":{"hostPath":"/tmp"}}}`, "tenants"},
+		{"volume relative", `{"volumes":{"v":{"hostPath":"tmp","tenants":["*"]}}}`, "absolute"},
+		{"template named host", `{"templates":{"host":{"dir":"/tmp","tenants":["*"]}}}`, "built-in"},
+		{"negative quota", `{"tenants":{"defaults":{"maxMemoryMb":-1}}}`, "negative"},
+		{"bad tenant override", `{"tenants":{"overrides":{"a b":{"maxSandboxes":1}}}}`, "tenants.overrides"},
+		{"grants", `{"volumes":{"data":{"hostPath":"/tmp","readOnly":true,"tenants":["t1"]}},"templates":{"py":{"dir":"/usr","tenants":["*"]}},"tenants":{"defaults":{"maxSandboxes":5},"overrides":{"t1":{"maxMemoryMb":1024}}},"images":{"allowed":["docker.io/library/*"],"registries":["docker.io"]}}`, ""},
 		{"bad pool", `{"network":{"pool":"10.50.0.0"}}`, "network.pool"},
 		{"resolver without port", `{"network":{"resolvers":["192.0.2.53"]}}`, "network.resolvers[0]"},
 		{"trusted host not an address", `{"network":{"trustedHosts":{"llm.internal":"llm.corp"}}}`, "trustedHosts[llm.internal]"},
-		{"secret from an unset variable", `{"network":{"secrets":{"k":"env:AIRLOCK_TEST_NOT_SET"}}}`, "AIRLOCK_TEST_NOT_SET"},
+		{"secret from an unset variable", `{"network":{"secrets":{"k":{"value":"env:AIRLOCK_TEST_NOT_SET","hosts":["a.com"],"tenants":["*"]}}}}`, "AIRLOCK_TEST_NOT_SET"},
 		{"webhooks section", `{"webhooks":{"allowPrivateNetworks":true,"maxAttempts":3,"timeoutSeconds":5,"queueSize":100}}`, ""},
 		{"webhooks zero attempts", `{"webhooks":{"maxAttempts":0}}`, "webhooks.maxAttempts"},
 		{"webhooks long timeout", `{"webhooks":{"timeoutSeconds":301}}`, "webhooks.timeoutSeconds"},
@@ -70,7 +79,7 @@ func TestEgressConfig(t *testing.T) {
 	t.Setenv("AIRLOCK_TEST_SECRET", "s3cret")
 	c := Default()
 	c.Network = NetworkConfig{Pool: "10.50.0.0/20", TrustedHosts: map[string]string{"llm.internal": "10.1.2.3, 10.1.2.4"},
-		Secrets: map[string]string{"a": "env:AIRLOCK_TEST_SECRET", "b": "literal"}}
+		Secrets: map[string]SecretConfig{"a": {Value: "env:AIRLOCK_TEST_SECRET", Hosts: []string{"a.com"}, Tenants: []string{"*"}}, "b": {Value: "literal", Hosts: []string{"*.b.com"}, Tenants: []string{"t1"}}}}
 	e, err := c.Egress()
 	if err != nil {
 		t.Fatal(err)

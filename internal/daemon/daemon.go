@@ -70,7 +70,7 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 		return nil, err
 	}
 	// One image store for the levels (image: on create) and the image API.
-	images, imagesErr := levels.Images(cfg, log)
+	images, imagesErr := levels.Images(cfg, true, log)
 	drivers := levels.Registry(cfg, network, images, log)
 	// One set of metrics: the manager times creates and execs, GET /metrics serves them, and the
 	// sandbox and pool gauges are read from the manager at each scrape.
@@ -81,7 +81,15 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	if err := d.hooks.Start(ctx); err != nil {
 		return nil, err
 	}
+	inStore := func(ref string) bool {
+		if images == nil {
+			return false
+		}
+		_, err := images.Get(ref)
+		return err == nil
+	}
 	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant,
+		MaxPools: cfg.Limits.MaxPools, MaxPoolSandboxes: cfg.Limits.MaxPoolSandboxes, Grants: cfg.Grants(), ImageInStore: inStore,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: mx, Audit: auditConfig(cfg.Audit, mx),
 		Sinks: []audit.Sink{d.hooks}}, drivers, d.store, log.With("component", "manager"))
 	mx.SetSandboxSource(d.m.SandboxCounts)

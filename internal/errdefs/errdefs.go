@@ -43,6 +43,9 @@ type FieldError struct {
 	// Kind is the sentinel the error stands for; nil means ErrInvalidArgument. A valid value this
 	// host or version cannot provide is ErrUnavailable.
 	Kind error
+	// Code, when set, is the API's error code instead of the one Kind maps to (a 403
+	// secret_not_granted is still an ErrPermissionDenied).
+	Code string
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
@@ -63,6 +66,12 @@ func Invalid(field, format string, args ...any) error {
 // Unavailable returns a *FieldError for a valid value of field that cannot be provided here.
 func Unavailable(field, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrUnavailable}
+}
+
+// Denied returns a *FieldError for a field whose value the caller may not use, with an API code
+// saying what was refused (HTTP 403).
+func Denied(field, code, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrPermissionDenied, Code: code}
 }
 
 // kindError is a message that stands for one of the sentinels.

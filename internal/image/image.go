@@ -36,6 +36,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
 // DefaultMaxImageBytes is the size cap of an image when Options.MaxImageBytes is 0.
@@ -49,8 +50,14 @@ type Options struct {
 	// Keychain finds registry credentials; nil means authn.DefaultKeychain (the docker config:
 	// $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
 	Keychain authn.Keychain
-	// Transport talks to registries; nil means remote.DefaultTransport.
+	// Transport talks to registries; nil means remote.DefaultTransport, or one whose
+	// connections Guard checks.
 	Transport http.RoundTripper
+	// Guard, when set, is the address policy of every connection to a registry (the daemon's:
+	// no image reference makes it dial into its own network); refusals say "not allowed".
+	Guard *netpolicy.Guard
+	// AllowRegistry, when set, says which registry hosts a pull may reach.
+	AllowRegistry func(host string) bool
 	// Platform is chosen from multi-platform images; nil means linux/runtime.GOARCH.
 	Platform *v1.Platform
 }
@@ -115,11 +122,13 @@ const (
 // Store is an image store in a directory. Its methods are safe for concurrent use, also by
 // several processes sharing the directory.
 type Store struct {
-	dir      string
-	max      int64
-	log      *slog.Logger
-	remote   []remote.Option // auth, transport, platform; the ctx is added per call
-	platform v1.Platform
+	dir    string
+	max    int64
+	log    *slog.Logger
+	remote []remote.Option // auth, transport, platform; the ctx is added per call
+	// allowRegistry says which registries a pull may reach; nil allows any.
+	allowRegistry func(host string) bool
+	platform      v1.Platform
 }
 
 // index is index.json.
@@ -156,8 +165,16 @@ func Open(dir string, opts Options, log *slog.Logger) (*Store, error) {
 		kc = authn.DefaultKeychain
 	}
 	s.remote = []remote.Option{remote.WithAuthFromKeychain(kc), remote.WithPlatform(s.platform)}
-	if opts.Transport != nil {
-		s.remote = append(s.remote, remote.WithTransport(opts.Transport))
+	s.allowRegistry = opts.AllowRegistry
+	tr := opts.Transport
+	if tr == nil && opts.Guard != nil {
+		t := remote.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil // the proxy would be the address checked
+		t.DialContext = opts.Guard.Dialer(30 * time.Second).DialContext
+		tr = t
+	}
+	if tr != nil {
+		s.remote = append(s.remote, remote.WithTransport(tr))
 	}
 	s.sweepTmp()
 	return s, nil

@@ -24,7 +24,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
 // pullParallel is how many layers a pull downloads at once.
@@ -47,6 +49,9 @@ func (s *Store) Pull(ctx context.Context, ref string, progress func(Progress)) (
 	r, err := parseRef(ref)
 	if err != nil {
 		return Image{}, err
+	}
+	if reg := r.Context().RegistryStr(); s.allowRegistry != nil && !s.allowRegistry(reg) {
+		return Image{}, errdefs.Denied("ref", api.CodeImageNotAllowed, "pulling %s: registry %s is not allowed (images.registries)", r.Name(), reg)
 	}
 	report := func(Progress) {}
 	if progress != nil {
@@ -226,6 +231,10 @@ func registryError(r name.Reference, err error) error {
 		return fmt.Errorf("pulling %s: %w", r.Name(), err)
 	}
 	reg := r.Context().RegistryStr()
+	if errors.Is(err, netpolicy.ErrRefused) {
+		// Said without the address, so that a refusal tells nothing of what is there.
+		return errdefs.Denied("ref", api.CodeImageNotAllowed, "pulling %s: registry %s is not allowed", r.Name(), reg)
+	}
 	if te, ok := errors.AsType[*transport.Error](err); ok {
 		codes := map[transport.ErrorCode]bool{}
 		for _, d := range te.Errors {

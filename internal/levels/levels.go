@@ -12,6 +12,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/image"
+	"github.com/airlockrun/airlock/internal/netpolicy"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 )
 
@@ -39,8 +40,18 @@ func Registry(cfg config.Config, network *egress.Service, images *image.Store, l
 
 // Images opens the image store of cfg. When it cannot, it logs why and returns the error (with
 // no store, sandboxes from images are refused, and the daemon's image API answers 503 with it).
-func Images(cfg config.Config, log *slog.Logger) (*image.Store, error) {
+//
+// A daemon's store (forTenants) pulls only from the registries the operator allowed, over
+// connections that never reach loopback, private, link-local or metadata addresses (unless
+// images.allowPrivateNetworks): what tenants send cannot make it dial into its own network. The
+// operator's own commands (airlock run, pull) are not so bound.
+func Images(cfg config.Config, forTenants bool, log *slog.Logger) (*image.Store, error) {
 	dir, opts := cfg.ImageStore()
+	if forTenants {
+		g := cfg.Grants().Images
+		opts.AllowRegistry = g.RegistryAllowed
+		opts.Guard = &netpolicy.Guard{AllowPrivate: cfg.Images.AllowPrivateNetworks, What: "image pulls", Setting: "images.allowPrivateNetworks"}
+	}
 	s, err := image.Open(dir, opts, log.With("component", "images"))
 	if err != nil {
 		log.Warn("image store unavailable", "dir", dir, "err", err)

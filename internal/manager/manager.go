@@ -20,13 +20,18 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tenancy"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
 // Config tunes the manager; the zero value of a field means its default.
 type Config struct {
-	// MaxSandboxesPerTenant caps a tenant's live sandboxes (HTTP 429 beyond). Default 100.
+	// MaxSandboxesPerTenant caps a tenant's live sandboxes (HTTP 429 beyond) where its quota
+	// sets none. Default 100.
 	MaxSandboxesPerTenant int
+	// MaxPools caps the pools made through the API; MaxPoolSandboxes the sandboxes all pools
+	// keep warm together. Defaults 16 and 256.
+	MaxPools, MaxPoolSandboxes int
 	// TickInterval is how often timeouts are checked and metrics sampled. Default 1 s.
 	TickInterval time.Duration
 	// MetricsHistory is how many samples GET .../metrics returns as "recent". Default 300.
@@ -44,6 +49,13 @@ type Config struct {
 	// Metrics times creates and execs (airlock_sandbox_create_seconds, airlock_exec_seconds);
 	// nil records nothing.
 	Metrics *metrics.Metrics
+	// Grants are what the operator lends tenants (volumes, templates, secrets, images) and
+	// their quotas; nil grants nothing beyond the host template and bounds only
+	// MaxSandboxesPerTenant.
+	Grants *tenancy.Grants
+	// ImageInStore reports whether an image is in the host's store already (the operator
+	// pulled it, so any tenant may use it); nil means none is.
+	ImageInStore func(ref string) bool
 }
 
 func (c *Config) setDefaults() {
@@ -53,11 +65,23 @@ func (c *Config) setDefaults() {
 	if c.TickInterval == 0 {
 		c.TickInterval = time.Second
 	}
+	if c.MaxPools == 0 {
+		c.MaxPools = 16
+	}
+	if c.MaxPoolSandboxes == 0 {
+		c.MaxPoolSandboxes = 256
+	}
 	if c.MetricsHistory == 0 {
 		c.MetricsHistory = 300
 	}
 	if c.LogBytes == 0 {
 		c.LogBytes = 4 << 20
+	}
+	if c.Grants == nil {
+		c.Grants = &tenancy.Grants{}
+	}
+	if c.ImageInStore == nil {
+		c.ImageInStore = func(string) bool { return false }
 	}
 }
 
@@ -166,6 +190,12 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	if err := sandbox.Validate(&spec); err != nil {
 		return api.Sandbox{}, err
 	}
+	if err := m.admit(ctx, spec); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := m.cfg.Grants.Resolve(&spec); err != nil {
+		return api.Sandbox{}, err
+	}
 	d, err := m.drivers.Lookup(spec.Isolation)
 	if err != nil {
 		return api.Sandbox{}, &errdefs.FieldError{Field: "isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
@@ -186,18 +216,12 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	// The quota is checked and the slot taken under one lock, so concurrent creates cannot
 	// overshoot it; a claim in flight holds its slot in m.claiming.
 	m.mu.Lock()
-	n := m.claiming[ten]
-	for _, o := range m.boxes {
-		if o.tenant == ten {
-			n++
-		}
-	}
-	if n >= m.cfg.MaxSandboxesPerTenant {
+	if err := m.quotaLocked(ten, spec); err != nil {
 		m.mu.Unlock()
 		if warm != nil {
 			p.giveBack(warm)
 		}
-		return api.Sandbox{}, fmt.Errorf("tenant %q has %d live sandboxes, the most it may have: %w", ten, n, errdefs.ErrQuota)
+		return api.Sandbox{}, err
 	}
 	if warm != nil {
 		m.claiming[ten]++
@@ -240,6 +264,82 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	b.mu.Unlock()
 	return view, nil
 }
+
+// admit refuses a tenant's spec that uses what the operator did not grant it: a volume, a
+// template, a secret, an image neither in the store nor approved. Admin keys are the operator's.
+func (m *Manager) admit(ctx context.Context, spec api.Spec) error {
+	if tenant.IsAdmin(ctx) {
+		return nil
+	}
+	ten := tenant.From(ctx)
+	if err := m.cfg.Grants.Check(ten, spec); err != nil {
+		return err
+	}
+	if spec.Image != "" && !m.cfg.ImageInStore(spec.Image) && !m.cfg.Grants.Images.ImageAllowed(spec.Image) {
+		return errdefs.Denied("image", api.CodeImageNotAllowed, "image %q is not approved: tenants use the images the operator pulled (GET /api/v1/images) or allowed (images.allowed)", spec.Image)
+	}
+	return nil
+}
+
+// quotaLocked refuses a new sandbox of spec for tenant ten past its quota: live sandboxes
+// (claims in flight included), their total memory and disk. m.mu is held.
+func (m *Manager) quotaLocked(ten string, spec api.Spec) error {
+	q := m.cfg.Grants.QuotaOf(ten)
+	if q.MaxSandboxes == 0 {
+		q.MaxSandboxes = m.cfg.MaxSandboxesPerTenant
+	}
+	u := m.usageLocked(ten)
+	switch {
+	case u.Sandboxes >= q.MaxSandboxes:
+		return quotaError("maxSandboxes", "tenant %q has %d live sandboxes, the most it may have", ten, u.Sandboxes)
+	case q.MaxMemoryMB > 0 && u.MemoryMB+spec.Resources.MemoryMB > q.MaxMemoryMB:
+		return quotaError("maxMemoryMb", "tenant %q's live sandboxes have %d MiB of memory; %d more would pass its quota of %d MiB", ten, u.MemoryMB, spec.Resources.MemoryMB, q.MaxMemoryMB)
+	case q.MaxDiskMB > 0 && u.DiskMB+spec.Resources.DiskMB > q.MaxDiskMB:
+		return quotaError("maxDiskMb", "tenant %q's live sandboxes have %d MiB of disk; %d more would pass its quota of %d MiB", ten, u.DiskMB, spec.Resources.DiskMB, q.MaxDiskMB)
+	}
+	return nil
+}
+
+// quotaError is a 429 naming the quota (as the error's field, "quota.NAME").
+func quotaError(quota, format string, args ...any) error {
+	return &errdefs.FieldError{Field: "quota." + quota, Message: fmt.Sprintf(format, args...), Kind: errdefs.ErrQuota}
+}
+
+// usageLocked is what tenant ten's live sandboxes use, claims in flight counted as sandboxes.
+// m.mu is held.
+func (m *Manager) usageLocked(ten string) api.Usage {
+	u := api.Usage{Sandboxes: m.claiming[ten]}
+	for _, o := range m.boxes {
+		if o.tenant == ten {
+			u.Sandboxes++
+			u.MemoryMB += o.spec.Resources.MemoryMB
+			u.DiskMB += o.spec.Resources.DiskMB
+		}
+	}
+	return u
+}
+
+// Tenants returns the quota and usage of the tenant in ctx, or of every tenant named for an
+// admin key.
+func (m *Manager) Tenants(ctx context.Context, names []string) []api.Tenant {
+	if !tenant.IsAdmin(ctx) {
+		names = []string{tenant.From(ctx)}
+	}
+	out := make([]api.Tenant, 0, len(names))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range names {
+		q := m.cfg.Grants.QuotaOf(n)
+		if q.MaxSandboxes == 0 {
+			q.MaxSandboxes = m.cfg.MaxSandboxesPerTenant
+		}
+		out = append(out, api.Tenant{Name: n, Quota: q, Usage: m.usageLocked(n)})
+	}
+	return out
+}
+
+// Grants are the operator's grants the manager checks against.
+func (m *Manager) Grants() *tenancy.Grants { return m.cfg.Grants }
 
 // provision records new sandbox b, has level d create it (from snapshot from, when not nil) and
 // records it ready for reason, with the host facts a restarted daemon needs; on failure b ends
@@ -680,6 +780,12 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 	if !ok || len(r.Host) == 0 || r.Status == api.StatusProvisioning || isPoolTenant(r.Tenant) {
 		return false
 	}
+	spec := r.Spec
+	if err := m.cfg.Grants.Resolve(&spec); err != nil {
+		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
+		return false
+	}
+	r.Spec = spec
 	sb, err := a.Adopt(ctx, r.LevelID(), r.Spec, r.Host)
 	if err != nil {
 		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/tenant"
 )
 
 // NetworkEvent records one decision of a sandbox's egress proxy or DNS server (the network
@@ -102,6 +103,11 @@ func (m *Manager) UpdateNetwork(ctx context.Context, id string, n api.Network) (
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
 		return api.Sandbox{}, err
+	}
+	if !tenant.IsAdmin(ctx) {
+		if err := m.cfg.Grants.CheckCredentials(b.tenant, spec.Network.Credentials); err != nil {
+			return api.Sandbox{}, err
+		}
 	}
 	if err := nw.UpdateNetwork(ctx, spec.Network); err != nil {
 		return api.Sandbox{}, err

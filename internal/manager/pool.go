@@ -226,6 +226,10 @@ func (m *Manager) PutPool(ctx context.Context, def api.Pool) (api.PoolStatus, er
 		m.poolAPIMu.Unlock()
 		return api.PoolStatus{}, fmt.Errorf("pool %q is defined in the daemon's configuration file; change it there: %w", def.Name, errdefs.ErrConflict)
 	}
+	if err := m.poolRoom(def); err != nil {
+		m.poolAPIMu.Unlock()
+		return api.PoolStatus{}, err
+	}
 	if err := m.store.PutPool(ctx, def); err != nil {
 		m.poolAPIMu.Unlock()
 		return api.PoolStatus{}, err
@@ -252,6 +256,31 @@ func (m *Manager) PutPool(ctx context.Context, def api.Pool) (api.PoolStatus, er
 		return api.PoolStatus{}, err
 	}
 	return m.Pool(def.Name)
+}
+
+// poolRoom refuses a pool past the bounds on pools: how many the API made, and how many
+// sandboxes all pools keep warm together (pool sandboxes are the operator's: no tenant's quota
+// counts them). def replaces the pool of its name, if any. poolAPIMu is held.
+func (m *Manager) poolRoom(def api.Pool) error {
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	fromAPI, size := 0, def.Size
+	for name, p := range m.pools {
+		if name == def.Name {
+			continue
+		}
+		if p.source == PoolFromAPI {
+			fromAPI++
+		}
+		size += p.def.Size
+	}
+	switch {
+	case fromAPI+1 > m.cfg.MaxPools:
+		return quotaError("maxPools", "the daemon has %d pools made through the API, the most it keeps (limits.maxPools)", fromAPI)
+	case size > m.cfg.MaxPoolSandboxes:
+		return quotaError("maxPoolSandboxes", "pools would keep %d sandboxes warm; the daemon keeps at most %d (limits.maxPoolSandboxes)", size, m.cfg.MaxPoolSandboxes)
+	}
+	return nil
 }
 
 // DeletePool removes a pool made through the API, ends its unclaimed sandboxes and returns its
@@ -507,12 +536,16 @@ func (p *pool) warm(d driver.Driver) {
 	defer p.wg.Done()
 	m := p.m
 	now := time.Now().UTC()
-	rec := store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: poolTenant(p.def.Name), Spec: p.def.Spec,
+	spec := p.def.Spec
+	err := m.cfg.Grants.Resolve(&spec) // the pool's, the operator's: not checked against a tenant
+	rec := store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: poolTenant(p.def.Name), Spec: spec,
 		Status: api.StatusProvisioning, Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now}
 	b := m.newBox(rec)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err := m.provision(ctx, d, b, sandbox.ReasonWarm, nil)
+	if err == nil {
+		err = m.provision(ctx, d, b, sandbox.ReasonWarm, nil)
+	}
 	p.mu.Lock()
 	p.warming--
 	if err != nil {

@@ -406,7 +406,7 @@ func sameShape(from, to api.Spec) error {
 	for _, f := range []struct{ field, a, b string }{
 		{"isolation", from.Isolation, to.Isolation}, {"runtime", from.Runtime, to.Runtime},
 		{"template", from.Template, to.Template}, {"image", from.Image, to.Image},
-		{"rootfs", from.Rootfs, to.Rootfs}, {"user", from.User, to.User},
+		{"user", from.User, to.User},
 	} {
 		if f.a != f.b {
 			return &errdefs.FieldError{Field: "snapshotId", Kind: errdefs.ErrConflict,
@@ -436,7 +436,6 @@ func (m *Manager) fromSnapshot(ctx context.Context, spec api.Spec) (api.Spec, st
 		same("runtime", spec.Runtime, from.Runtime, spec.Runtime == ""),
 		same("template", spec.Template, from.Template, spec.Template == ""),
 		same("image", spec.Image, from.Image, spec.Image == ""),
-		same("rootfs", spec.Rootfs, from.Rootfs, spec.Rootfs == ""),
 		same("user", spec.User, from.User, spec.User == ""),
 		same("workdir", path.Clean(spec.Workdir), from.Workdir, spec.Workdir == ""),
 		// Resources given are compared one by one: a zero one is its default, which the
@@ -453,7 +452,10 @@ func (m *Manager) fromSnapshot(ctx context.Context, spec api.Spec) (api.Spec, st
 		}
 	}
 	if len(spec.Filesystem.ReadOnly)+len(spec.Filesystem.ReadWrite)+len(spec.Filesystem.Blocked) > 0 {
-		return spec, sn, errdefs.Invalid("filesystem", "a sandbox from a snapshot has the snapshot's sandbox's mounts; leave filesystem out")
+		return spec, sn, errdefs.Invalid("filesystem", "a sandbox from a snapshot has the snapshot's sandbox's file tree; leave filesystem out")
+	}
+	if len(spec.Volumes) > 0 {
+		return spec, sn, errdefs.Invalid("volumes", "a sandbox from a snapshot has the snapshot's sandbox's volumes; leave volumes out")
 	}
 	out := from
 	out.Name, out.AgentID, out.Timeout, out.FromSnapshot = spec.Name, spec.AgentID, spec.Timeout, spec.FromSnapshot

@@ -57,6 +57,7 @@ type (
 	Network    = api.Network
 	Credential = api.Credential
 	Filesystem = api.Filesystem
+	Bind       = api.Bind
 	Timeout    = api.Timeout
 )
 
@@ -143,8 +144,10 @@ func Validate(s *Spec) error {
 		return errdefs.Invalid("runtime", "runtime %q applies to isolation container only (isolation is %s)", s.Runtime, s.Isolation)
 	case s.Runtime != "" && s.Runtime != RuntimeRunsc && s.Runtime != RuntimeRunc:
 		return errdefs.Invalid("runtime", "must be runsc or runc (got %q)", s.Runtime)
-	case s.Image != "" && s.Rootfs != "":
-		return errdefs.Invalid("image", "image and rootfs are two templates; give one")
+	case s.Image != "" && (s.RootDir != "" || s.Template != "" && s.Template != TemplateHost):
+		return errdefs.Invalid("image", "an image and a template are two roots; give one")
+	case s.Template != "" && !validName(s.Template):
+		return errdefs.Invalid("template", "%q is not a template name (1-64 letters, digits, '.', '_' or '-')", s.Template)
 	}
 	if s.User != UserAgent && s.User != UserRoot {
 		return errdefs.Invalid("user", "must be agent or root (got %q)", s.User)
@@ -180,46 +183,106 @@ func Validate(s *Spec) error {
 			return errdefs.Invalid("environment", "invalid variable %q: names must be non-empty without '=' or NUL", k)
 		}
 	}
-	for i, m := range s.Filesystem.ReadOnly {
-		if _, err := ParseMount(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true); err != nil {
+	return validateFiles(s)
+}
+
+// TemplateHost is the default template: the host's /usr, /bin and /lib* read-only, a generated
+// /etc (SPEC §3).
+const TemplateHost = "host"
+
+// validateFiles checks the sandbox's file tree: filesystem paths and volume mounts are paths
+// inside the sandbox, volumes name the operator's volumes, and host binds (the operator's own
+// tools) are absolute and clean.
+func validateFiles(s *Spec) error {
+	lists := []struct {
+		field string
+		paths []string
+	}{{"filesystem.readOnly", s.Filesystem.ReadOnly}, {"filesystem.readWrite", s.Filesystem.ReadWrite}, {"filesystem.blocked", s.Filesystem.Blocked}}
+	for _, l := range lists {
+		for i, p := range l.paths {
+			if err := checkMountPoint(fmt.Sprintf("%s[%d]", l.field, i), p); err != nil {
+				return err
+			}
+		}
+	}
+	paths := map[string]string{}
+	for i, v := range s.Volumes {
+		field := fmt.Sprintf("volumes[%d]", i)
+		if !validName(v.Name) {
+			return errdefs.Invalid(field+".name", "%q is not a volume name (1-64 letters, digits, '.', '_' or '-')", v.Name)
+		}
+		if err := checkMountPoint(field+".path", v.Path); err != nil {
+			return err
+		}
+		if prev, ok := paths[v.Path]; ok {
+			return errdefs.Invalid(field+".path", "%s is already the mount point of %s", v.Path, prev)
+		}
+		paths[v.Path] = field
+	}
+	for i, b := range s.Binds {
+		field := fmt.Sprintf("binds[%d]", i)
+		if !path.IsAbs(b.Host) || path.Clean(b.Host) != b.Host {
+			return errdefs.Invalid(field, "host path %q must be absolute and clean", b.Host)
+		}
+		if err := checkMountPoint(field, b.Path); err != nil {
 			return err
 		}
 	}
-	for i, m := range s.Filesystem.ReadWrite {
-		if _, err := ParseMount(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false); err != nil {
-			return err
-		}
+	if s.RootDir != "" && (!path.IsAbs(s.RootDir) || path.Clean(s.RootDir) != s.RootDir) {
+		return errdefs.Invalid("rootfs", "host directory %q must be absolute and clean", s.RootDir)
 	}
-	for i, p := range s.Filesystem.Blocked {
-		if err := checkSandboxPath(fmt.Sprintf("filesystem.blocked[%d]", i), p); err != nil {
-			return err
+	return nil
+}
+
+// checkMountPoint checks a path inside the sandbox that something is mounted at or made
+// read-only, writable or inaccessible: absolute and clean, not the root, not under /proc or
+// /dev, and never "HOST:DEST" (the form that once named host paths).
+func checkMountPoint(field, p string) error {
+	if err := checkSandboxPath(field, p); err != nil {
+		return err
+	}
+	if strings.ContainsRune(p, ':') {
+		return errdefs.Invalid(field, "%q: paths here are inside the sandbox; host directories enter only as the operator's volumes (volumes: [{name, path}])", p)
+	}
+	if p == "/" {
+		return errdefs.Invalid(field, "cannot apply to the sandbox root")
+	}
+	for _, q := range []string{"/proc", "/dev"} {
+		if p == q || strings.HasPrefix(p, q+"/") {
+			return errdefs.Invalid(field, "%s is the kernel's; it cannot be changed", q)
 		}
 	}
 	return nil
 }
 
-// Mount is a host path bound into the sandbox.
-type Mount struct {
-	Host, Dest string
-	ReadOnly   bool
+// validName reports whether s is a name of the operator's (a volume, a template): 1-64 letters,
+// digits, '.', '_' or '-'.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
-// ParseMount parses "HOST[:DEST]"; DEST defaults to HOST. Both must be absolute and clean.
-func ParseMount(field, s string, readOnly bool) (Mount, error) {
+// ParseBind parses the operator's "HOST[:DEST]" (airlock run --ro/--rw); DEST defaults to
+// HOST. Both must be absolute and clean.
+func ParseBind(field, s string, readOnly bool) (api.Bind, error) {
 	host, dest, ok := strings.Cut(s, ":")
 	if !ok {
 		dest = host
 	}
 	if !path.IsAbs(host) || path.Clean(host) != host {
-		return Mount{}, errdefs.Invalid(field, "host path %q must be absolute and clean", host)
+		return api.Bind{}, errdefs.Invalid(field, "host path %q must be absolute and clean", host)
 	}
-	if err := checkSandboxPath(field, dest); err != nil {
-		return Mount{}, err
+	if err := checkMountPoint(field, dest); err != nil {
+		return api.Bind{}, err
 	}
-	if dest == "/" {
-		return Mount{}, errdefs.Invalid(field, "cannot mount over the sandbox root")
-	}
-	return Mount{Host: host, Dest: dest, ReadOnly: readOnly}, nil
+	return api.Bind{Host: host, Path: dest, ReadOnly: readOnly}, nil
 }
 
 func checkSandboxPath(field, p string) error {

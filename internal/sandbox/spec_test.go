@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"github.com/airlockrun/airlock/api"
 	"strings"
 	"testing"
 
@@ -69,12 +70,26 @@ func TestValidate(t *testing.T) {
 		}, ""},
 		{"env name with =", func(s *Spec) { s.Environment = map[string]string{"A=B": "c"} }, "environment"},
 		{"relative ro mount", func(s *Spec) { s.Filesystem.ReadOnly = []string{"data"} }, "filesystem.readOnly[0]"},
-		{"rw mount over root", func(s *Spec) { s.Filesystem.ReadWrite = []string{"/srv:/"} }, "filesystem.readWrite[0]"},
-		{"mount dest traversal", func(s *Spec) { s.Filesystem.ReadOnly = []string{"/srv:/a/../b"} }, "filesystem.readOnly[0]"},
+		{"rw over the root", func(s *Spec) { s.Filesystem.ReadWrite = []string{"/"} }, "filesystem.readWrite[0]"},
+		{"ro traversal", func(s *Spec) { s.Filesystem.ReadOnly = []string{"/a/../b"} }, "filesystem.readOnly[0]"},
+		{"ro host path (HOST:DEST)", func(s *Spec) { s.Filesystem.ReadOnly = []string{"/etc:/hostetc"} }, "filesystem.readOnly[0]"},
+		{"rw host path (HOST:DEST)", func(s *Spec) { s.Filesystem.ReadWrite = []string{"/srv:/rw"} }, "filesystem.readWrite[0]"},
+		{"rw over /proc", func(s *Spec) { s.Filesystem.ReadWrite = []string{"/proc/sys"} }, "filesystem.readWrite[0]"},
+		{"ro /dev", func(s *Spec) { s.Filesystem.ReadOnly = []string{"/dev"} }, "filesystem.readOnly[0]"},
 		{"relative blocked", func(s *Spec) { s.Filesystem.Blocked = []string{"etc"} }, "filesystem.blocked[0]"},
-		{"good mounts", func(s *Spec) {
-			s.Filesystem = Filesystem{ReadOnly: []string{"/srv/data:/data"}, ReadWrite: []string{"/srv/out"}, Blocked: []string{"/etc/ssl"}}
+		{"good paths", func(s *Spec) {
+			s.Filesystem = Filesystem{ReadOnly: []string{"/workspace/data"}, ReadWrite: []string{"/srv/out"}, Blocked: []string{"/etc/ssl"}}
 		}, ""},
+		{"volume", func(s *Spec) { s.Volumes = []api.VolumeMount{{Name: "data", Path: "/data", ReadOnly: true}} }, ""},
+		{"volume without name", func(s *Spec) { s.Volumes = []api.VolumeMount{{Path: "/data"}} }, "volumes[0].name"},
+		{"volume with a path for a name", func(s *Spec) { s.Volumes = []api.VolumeMount{{Name: "/srv", Path: "/data"}} }, "volumes[0].name"},
+		{"volume at a relative path", func(s *Spec) { s.Volumes = []api.VolumeMount{{Name: "d", Path: "data"}} }, "volumes[0].path"},
+		{"volume over the root", func(s *Spec) { s.Volumes = []api.VolumeMount{{Name: "d", Path: "/"}} }, "volumes[0].path"},
+		{"two volumes at one path", func(s *Spec) {
+			s.Volumes = []api.VolumeMount{{Name: "a", Path: "/d"}, {Name: "b", Path: "/d"}}
+		}, "volumes[1].path"},
+		{"template name", func(s *Spec) { s.Template = "../etc" }, "template"},
+		{"image and template", func(s *Spec) { s.Image, s.Template = "python:3", "py" }, "image"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s Spec

@@ -33,7 +33,7 @@ func imageAPI(t *testing.T, images Images) (url, key string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key, _, err = st.CreateKey(ctx, "t1")
+	key, _, err = st.CreateAdminKey(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,9 @@ func buildOpenAPI(version string) obj {
 	paths := obj{}
 	for _, rt := range routes() {
 		op := obj{"summary": rt.doc.summary, "operationId": operationID(rt)}
+		if rt.doc.admin {
+			op["summary"] = rt.doc.summary + " (admin key only)"
+		}
 		var params []any
 		for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
 			pp := obj{"name": m[1], "in": "path", "required": true, "schema": obj{"type": "string"}}

@@ -209,7 +209,7 @@ func poolAPI(t *testing.T, configured ...api.Pool) (url, key string, level *fake
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key, _, err = st.CreateKey(ctx, "t1")
+	key, _, err = st.CreateAdminKey(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}

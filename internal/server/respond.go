@@ -47,9 +47,19 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 
 func errorStatus(err error) (int, api.Error) {
 	e := api.Error{Message: err.Error()}
+	var code string
 	if fe, ok := errors.AsType[*errdefs.FieldError](err); ok {
-		e.Field, e.Message = fe.Field, fe.Message
+		e.Field, e.Message, code = fe.Field, fe.Message, fe.Code
 	}
+	status, e := statusOf(err, e)
+	if code != "" {
+		e.Code = code
+	}
+	return status, e
+}
+
+// statusOf is errorStatus's mapping of the sentinels.
+func statusOf(err error, e api.Error) (int, api.Error) {
 	if se, ok := errors.AsType[*sandbox.StateError](err); ok {
 		e.Status = se.Status
 	}

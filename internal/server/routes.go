@@ -11,6 +11,8 @@ import (
 // opDoc documents a route for the OpenAPI document.
 type opDoc struct {
 	summary string
+	// admin routes change a daemon-wide resource: only an admin key may call them (SPEC §0).
+	admin   bool
 	body    any // request body type (JSON), nil for none
 	resp    any // the "data" of the success envelope, nil for none
 	created bool
@@ -107,19 +109,24 @@ func routes() []route {
 		{"DELETE", snapPath, false, deleteSnapshot, opDoc{summary: "Delete a snapshot; answers it as it was", resp: api.Snapshot{}, path: snapParam}},
 
 		{"GET", "/api/v1/images", false, listImages, opDoc{summary: "List the host's images (one store, shared by every tenant), sorted by ref", resp: []api.Image{}}},
-		{"POST", "/api/v1/images", false, pullImage, opDoc{summary: "Pull an image from its registry (with the daemon host's registry credentials); answers once it is unpacked",
+		{"POST", "/api/v1/images", false, pullImage, opDoc{admin: true, summary: "Pull an image from an allowed registry (with the daemon host's registry credentials); answers once it is unpacked",
 			body: api.PullRequest{}, resp: api.Image{}, created: true}},
-		{"POST", "/api/v1/images/prune", false, pruneImages, opDoc{summary: "Delete the layers no image refers to; those a live sandbox uses are kept", resp: api.ImageRemoval{}}},
+		{"POST", "/api/v1/images/prune", false, pruneImages, opDoc{admin: true, summary: "Delete the layers no image refers to; those a live sandbox uses are kept", resp: api.ImageRemoval{}}},
 		{"GET", imageRef, false, getImage, opDoc{summary: "One image", resp: api.Image{}, path: refParam}},
-		{"DELETE", imageRef, false, removeImage, opDoc{summary: "Remove an image (by digest: every ref of it) and the layers only it used; a live sandbox keeps the layers it uses until it ends",
+		{"DELETE", imageRef, false, removeImage, opDoc{admin: true, summary: "Remove an image (by digest: every ref of it) and the layers only it used; a live sandbox keeps the layers it uses until it ends",
 			resp: api.ImageRemoval{}, path: refParam}},
 
 		{"GET", "/api/v1/pools", false, listPools, opDoc{summary: "List the warm pools (daemon-wide, shared by every tenant) with their counters, sorted by name", resp: []api.PoolStatus{}}},
 		{"GET", poolPath, false, getPool, opDoc{summary: "One warm pool with its counters", resp: api.PoolStatus{}, path: poolParam}},
-		{"PUT", poolPath, false, putPool, opDoc{summary: "Make or replace a warm pool (replacing ends its unclaimed sandboxes); the body's name may be left out. " +
+		{"PUT", poolPath, false, putPool, opDoc{admin: true, summary: "Make or replace a warm pool (replacing ends its unclaimed sandboxes); the body's name may be left out. " +
 			"A create whose spec has the pool's shape claims one of its ready sandboxes", body: api.Pool{}, resp: api.PoolStatus{}, path: poolParam}},
-		{"DELETE", poolPath, false, deletePool, opDoc{summary: "Remove a warm pool made through the API and end its unclaimed sandboxes; answers its last status",
+		{"DELETE", poolPath, false, deletePool, opDoc{admin: true, summary: "Remove a warm pool made through the API and end its unclaimed sandboxes; answers its last status",
 			resp: api.PoolStatus{}, path: poolParam}},
+
+		{"GET", "/api/v1/volumes", false, listVolumes, opDoc{summary: "The operator's volumes the tenant may mount (volumes: [{name, path}]); an admin key sees every one with its host path and tenants",
+			resp: []api.VolumeInfo{}}},
+		{"GET", "/api/v1/templates", false, listTemplates, opDoc{summary: "The root filesystem templates the tenant may name (template: NAME): host, and the operator's directories", resp: []api.TemplateInfo{}}},
+		{"GET", "/api/v1/tenants", false, listTenants, opDoc{summary: "The tenant's quota and what it uses of it; an admin key sees every tenant", resp: []api.Tenant{}}},
 
 		{"POST", "/api/v1/webhooks", false, createWebhook, opDoc{summary: "Register a webhook: the tenant's events it selects (default sandbox. and limit.) are POSTed to its URL, " +
 			"signed with HMAC-SHA256 over the timestamp and the body, retried with backoff. The answer holds the secret, the only time it is shown",

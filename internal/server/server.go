@@ -5,8 +5,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +53,7 @@ type Server struct {
 	images  Images
 	log     *slog.Logger
 	mux     *http.ServeMux
+	rates   *rateLimits
 }
 
 // route is one API route: its pattern, whether it needs a key, its handler and its documentation
@@ -71,6 +75,10 @@ func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Regist
 		cfg.MaxUploadBytes = 1 << 30
 	}
 	s := &Server{cfg: cfg, m: m, store: st, drivers: drivers, images: images, log: log, mux: http.NewServeMux()}
+	s.rates = newRateLimits(func(string) api.Quota { return api.Quota{} })
+	if m != nil {
+		s.rates = newRateLimits(m.Grants().QuotaOf)
+	}
 	for _, rt := range routes() {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
@@ -94,18 +102,30 @@ func (s *Server) wrap(rt route) http.Handler {
 		log := s.log.With("method", r.Method, "path", r.URL.Path)
 		var keyID string
 		if !rt.public {
-			ten, key, err := s.authenticate(r)
+			who, err := s.authenticate(r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				writeError(w, log, err)
 				s.audit(r, r.PathValue("id"), "", t0, err, 0)
 				return
 			}
-			keyID = key
-			r = r.WithContext(tenant.With(r.Context(), ten))
-			log = log.With("tenant", ten)
+			keyID = who.KeyID
+			ctx := tenant.With(r.Context(), who.Tenant)
+			if who.Admin {
+				ctx = tenant.WithAdmin(ctx)
+			}
+			r = r.WithContext(ctx)
+			log = log.With("tenant", who.Tenant)
 		}
-		data, err := rt.handle(s, w, r)
+		var data any
+		var err error
+		if !rt.public {
+			err = s.admit(w, r, rt)
+		}
+		if err == nil {
+			data, err = rt.handle(s, w, r)
+		}
+
 		status := http.StatusOK
 		switch {
 		case errors.Is(err, written):
@@ -143,21 +163,37 @@ func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, e
 	s.m.RecordRequest(r.Context(), req)
 }
 
-// authenticate checks the bearer key and returns its tenant and the key's ID.
-func (s *Server) authenticate(r *http.Request) (string, string, error) {
+// admit refuses an authenticated request its tenant's rate quota does not allow (429 with
+// Retry-After), and one of an admin route made with a tenant key (403).
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) error {
+	ten := tenant.From(r.Context())
+	if ok, wait := s.rates.allow(ten, time.Now()); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return &errdefs.FieldError{Field: "quota.requestsPerSecond", Kind: errdefs.ErrQuota,
+			Message: fmt.Sprintf("tenant %q is sending requests faster than its quota allows; retry after %s", ten, wait.Round(time.Millisecond))}
+	}
+	if rt.doc.admin && !tenant.IsAdmin(r.Context()) {
+		return errdefs.New(errdefs.ErrPermissionDenied, "%s %s changes a daemon-wide resource: it needs an admin key (the operator's: airlock keys create --admin), not a tenant key",
+			r.Method, rt.path)
+	}
+	return nil
+}
+
+// authenticate checks the bearer key and returns who it acts for.
+func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || key == "" {
-		return "", "", errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
+		return store.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
 	}
-	ten, keyID, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
+	who, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnauthenticated) {
-			return "", "", errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
+			return store.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
 		}
-		return "", "", err
+		return store.Principal{}, err
 	}
-	return ten, keyID, nil
+	return who, nil
 }
 
 func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

@@ -83,7 +83,7 @@ func TestDecodeNamesTheField(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"resources":{"cpu":0.5,"memoryMb":512}}`, `{"isolation":"process","network":{"allowedDomains":["*.x.com"]}}`,
-		`{"filesystem":{"readOnly":["/data:/mnt"],"blocked":["/etc/shadow"]}}`, `{"command":["ls","-l"],"timeout":3}`,
+		`{"filesystem":{"readOnly":["/workspace/data"],"blocked":["/etc/shadow"]},"volumes":[{"name":"v","path":"/v"}]}`, `{"command":["ls","-l"],"timeout":3}`,
 		`{"command":"echo hi","env":{"A":"b"},"stdin":"x"}`, `{"agent_id":"a","mode":"wasm","config":{"resources":{"memory":"512m"}}}`,
 		`{"resources":{"cpu":1e400}}`, `{"timeout":{"maxDurationSeconds":-1}}`, `{"environment":{"A=B":"c"}}`, "\x00", `{"a":`,
 	} {

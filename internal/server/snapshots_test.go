@@ -636,7 +636,7 @@ func TestSnapshotQuota(t *testing.T) {
 				}
 			}
 		}},
-		{name: "fork 3 does not", method: "POST", path: "/api/v1/sandboxes/{id}/fork", body: `{"count":3}`, status: 429, code: api.CodeQuotaExceeded, msg: "live sandboxes"},
+		{name: "fork 3 does not", method: "POST", path: "/api/v1/sandboxes/{id}/fork", body: `{"count":3}`, status: 429, code: api.CodeQuotaExceeded, field: "quota.maxSandboxes", msg: "live sandboxes"},
 		{name: "none left live", check: func(t *testing.T, _ []byte) {
 			if live := level.liveIDs(); !slices.Equal(live, []string{id}) {
 				t.Errorf("live %q, want only %s", live, id)

@@ -54,21 +54,31 @@ func hashSecret(secret string) []byte {
 	return h[:]
 }
 
-// CreateKey makes a new API key for tenant, creating the tenant if this is its first key. The
-// secret is returned once; only its SHA-256 is stored.
+// CreateKey makes a new tenant API key for tenant, creating the tenant if this is its first key.
+// The secret is returned once; only its SHA-256 is stored.
 func (s *Store) CreateKey(ctx context.Context, tenant string) (secret string, k api.Key, err error) {
+	return s.createKey(ctx, tenant, false)
+}
+
+// CreateAdminKey makes a new admin key (the operator's, SPEC §0) that acts as tenant for its own
+// sandboxes and may also change daemon-wide resources: images, pools.
+func (s *Store) CreateAdminKey(ctx context.Context, tenant string) (secret string, k api.Key, err error) {
+	return s.createKey(ctx, tenant, true)
+}
+
+func (s *Store) createKey(ctx context.Context, tenant string, admin bool) (secret string, k api.Key, err error) {
 	if err := ValidateTenant(tenant); err != nil {
 		return "", api.Key{}, err
 	}
 	secret = secretPrefix + randomText(secretBytes)
-	k = api.Key{ID: keyIDPrefix + randomText(keyIDBytes), Tenant: tenant, CreatedAt: time.Now().UTC()}
+	k = api.Key{ID: keyIDPrefix + randomText(keyIDBytes), Tenant: tenant, Admin: admin, CreatedAt: time.Now().UTC()}
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO tenants (name, created_at) VALUES (?, ?)`,
 			tenant, toNanos(k.CreatedAt)); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, tenant, hash, created_at) VALUES (?, ?, ?, ?)`,
-			k.ID, tenant, hashSecret(secret), toNanos(k.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, tenant, hash, created_at, admin) VALUES (?, ?, ?, ?, ?)`,
+			k.ID, tenant, hashSecret(secret), toNanos(k.CreatedAt), admin)
 		return err
 	})
 	if err != nil {
@@ -77,13 +87,13 @@ func (s *Store) CreateKey(ctx context.Context, tenant string) (secret string, k 
 	return secret, k, nil
 }
 
-const keyColumns = `id, tenant, created_at, revoked_at`
+const keyColumns = `id, tenant, created_at, revoked_at, admin`
 
 func scanKey(row interface{ Scan(...any) error }) (api.Key, error) {
 	var k api.Key
 	var created int64
 	var revoked sql.NullInt64
-	if err := row.Scan(&k.ID, &k.Tenant, &created, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Tenant, &created, &revoked, &k.Admin); err != nil {
 		return api.Key{}, err
 	}
 	k.CreatedAt = fromNanos(created)
@@ -126,7 +136,15 @@ func (s *Store) RevokeKey(ctx context.Context, idOrSecret string) (api.Key, erro
 	return k, nil
 }
 
-// Authenticate returns the tenant and key ID of secret; an unknown or revoked secret is
+// Principal is who an API key acts for.
+type Principal struct {
+	Tenant string
+	KeyID  string
+	// Admin keys are the operator's: they may change daemon-wide resources (SPEC §0).
+	Admin bool
+}
+
+// Authenticate returns who secret acts for; an unknown or revoked secret is
 // ErrUnauthenticated. The lookup is by the secret's SHA-256, so its timing reveals nothing about
 // the stored secrets.
 //
@@ -134,32 +152,33 @@ func (s *Store) RevokeKey(ctx context.Context, idOrSecret string) (api.Key, erro
 // authenticates, and fifty at once would queue on the read connections). A key revoked through
 // this Store stops working at once; one revoked by another process (`airlock keys revoke` beside a
 // running daemon) within authTTL.
-func (s *Store) Authenticate(ctx context.Context, secret string) (tenant, keyID string, err error) {
+func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	h := hashSecret(secret)
 	s.authMu.Lock()
 	e, ok := s.auth[string(h)]
 	s.authMu.Unlock()
 	if ok && time.Since(e.at) < authTTL {
-		return e.tenant, e.keyID, nil
+		return e.Principal, nil
 	}
+	var p Principal
 	var revoked sql.NullInt64
-	err = s.read.QueryRowContext(ctx, `SELECT id, tenant, revoked_at FROM api_keys WHERE hash = ?`,
-		h).Scan(&keyID, &tenant, &revoked)
+	err := s.read.QueryRowContext(ctx, `SELECT id, tenant, revoked_at, admin FROM api_keys WHERE hash = ?`,
+		h).Scan(&p.KeyID, &p.Tenant, &revoked, &p.Admin)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return "", "", fmt.Errorf("unknown API key: %w", errdefs.ErrUnauthenticated)
+		return Principal{}, fmt.Errorf("unknown API key: %w", errdefs.ErrUnauthenticated)
 	case err != nil:
-		return "", "", fmt.Errorf("authenticate: %w", err)
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
 	case revoked.Valid:
-		return "", "", fmt.Errorf("API key %s is revoked: %w", keyID, errdefs.ErrUnauthenticated)
+		return Principal{}, fmt.Errorf("API key %s is revoked: %w", p.KeyID, errdefs.ErrUnauthenticated)
 	}
 	s.authMu.Lock()
 	if len(s.auth) >= maxAuthEntries {
 		clear(s.auth)
 	}
-	s.auth[string(h)] = authEntry{tenant: tenant, keyID: keyID, at: time.Now()}
+	s.auth[string(h)] = authEntry{Principal: p, at: time.Now()}
 	s.authMu.Unlock()
-	return tenant, keyID, nil
+	return p, nil
 }
 
 // authTTL is how long Authenticate trusts a key it found valid; maxAuthEntries bounds how many
@@ -170,6 +189,18 @@ const (
 )
 
 type authEntry struct {
-	tenant, keyID string
-	at            time.Time
+	Principal
+	at time.Time
+}
+
+// Tenants lists the tenants that have had a key, by name.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT name FROM tenants ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return collect(rows, "list tenants", func(r interface{ Scan(...any) error }) (string, error) {
+		var n string
+		return n, r.Scan(&n)
+	})
 }

@@ -63,6 +63,10 @@ func TestKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	secretOp, keyOp, err := s.CreateAdminKey(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !regexp.MustCompile(`^alk_[a-z2-7]{40}$`).MatchString(secretA) {
 		t.Errorf("secret %q: want alk_ and 40 base32 characters", secretA)
 	}
@@ -93,16 +97,19 @@ func TestKeys(t *testing.T) {
 	}
 
 	auth := []struct {
-		name, secret, tenant, keyID string
+		name, secret string
+		want         Principal
 	}{
-		{"first key", secretA, "acme", keyA.ID},
-		{"second key", secretA2, "acme", keyA2.ID},
-		{"other tenant", secretB, "globex", keyB.ID},
+		{"first key", secretA, Principal{Tenant: "acme", KeyID: keyA.ID}},
+		{"second key", secretA2, Principal{Tenant: "acme", KeyID: keyA2.ID}},
+		{"other tenant", secretB, Principal{Tenant: "globex", KeyID: keyB.ID}},
+		{"admin key", secretOp, Principal{Tenant: "ops", KeyID: keyOp.ID, Admin: true}},
 	}
 	for _, tt := range auth {
-		tenant, keyID, err := s.Authenticate(ctx, tt.secret)
-		if err != nil || tenant != tt.tenant || keyID != tt.keyID {
-			t.Errorf("%s: Authenticate = %q, %q, %v; want %q, %q", tt.name, tenant, keyID, err, tt.tenant, tt.keyID)
+		for range 2 { // from the database, then remembered
+			if p, err := s.Authenticate(ctx, tt.secret); err != nil || p != tt.want {
+				t.Errorf("%s: Authenticate = %+v, %v; want %+v", tt.name, p, err, tt.want)
+			}
 		}
 	}
 
@@ -131,11 +138,11 @@ func TestKeys(t *testing.T) {
 		{"the key ID", keyA2.ID},
 	}
 	for _, tt := range unauth {
-		if _, _, err := s.Authenticate(ctx, tt.secret); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		if _, err := s.Authenticate(ctx, tt.secret); !errors.Is(err, errdefs.ErrUnauthenticated) {
 			t.Errorf("%s: Authenticate = %v; want ErrUnauthenticated", tt.name, err)
 		}
 	}
-	if _, _, err := s.Authenticate(ctx, secretA2); err != nil {
+	if _, err := s.Authenticate(ctx, secretA2); err != nil {
 		t.Errorf("unrevoked key after revocations: %v", err)
 	}
 
@@ -146,14 +153,14 @@ func TestKeys(t *testing.T) {
 	var ids []string
 	for _, k := range keys {
 		ids = append(ids, k.ID)
-		if revoked := k.RevokedAt != nil; revoked != (k.ID != keyA2.ID) {
+		if revoked := k.RevokedAt != nil; revoked != (k.ID != keyA2.ID && k.ID != keyOp.ID) {
 			t.Errorf("key %s: revoked = %v", k.ID, revoked)
 		}
 		if k.CreatedAt.Location() != nil && k.CreatedAt.Location().String() != "UTC" {
 			t.Errorf("key %s: CreatedAt not UTC", k.ID)
 		}
 	}
-	if want := []string{keyA.ID, keyA2.ID, keyB.ID}; strings.Join(ids, " ") != strings.Join(want, " ") {
+	if want := []string{keyA.ID, keyA2.ID, keyB.ID, keyOp.ID}; strings.Join(ids, " ") != strings.Join(want, " ") {
 		t.Errorf("Keys = %v; want %v (oldest first)", ids, want)
 	}
 }
@@ -181,7 +188,7 @@ func TestAuthenticateRevoked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := s.Authenticate(ctx, secret); err != nil { // remembered from now
+			if _, err := s.Authenticate(ctx, secret); err != nil { // remembered from now
 				t.Fatal(err)
 			}
 			if _, err := tt.revoker.RevokeKey(ctx, k.ID); err != nil {
@@ -189,7 +196,7 @@ func TestAuthenticateRevoked(t *testing.T) {
 			}
 			revoked := time.Now()
 			for {
-				_, _, err := s.Authenticate(ctx, secret)
+				_, err := s.Authenticate(ctx, secret)
 				if errors.Is(err, errdefs.ErrUnauthenticated) {
 					break
 				}

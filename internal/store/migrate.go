@@ -168,6 +168,10 @@ CREATE TABLE retired_instances (
 	retired_at INTEGER NOT NULL
 );
 `,
+	// 8: admin keys, the operator's (SPEC §0): daemon-wide resources change only with one.
+	`
+ALTER TABLE api_keys ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

@@ -6,6 +6,8 @@ import "context"
 
 type key struct{}
 
+type adminKey struct{}
+
 // With returns ctx carrying tenant name.
 func With(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, key{}, name)
@@ -16,4 +18,16 @@ func With(ctx context.Context, name string) context.Context {
 func From(ctx context.Context) string {
 	s, _ := ctx.Value(key{}).(string)
 	return s
+}
+
+// WithAdmin returns ctx marked as a request made with an admin key (the operator's, SPEC §0).
+func WithAdmin(ctx context.Context) context.Context {
+	return context.WithValue(ctx, adminKey{}, true)
+}
+
+// IsAdmin reports whether ctx is a request made with an admin key, or a host-side caller that
+// acts for the operator (no tenant at all).
+func IsAdmin(ctx context.Context) bool {
+	admin, _ := ctx.Value(adminKey{}).(bool)
+	return admin || From(ctx) == ""
 }

@@ -10,13 +10,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
@@ -269,13 +266,7 @@ func quote(b []byte) string {
 // each connection is made to (after DNS, so a name cannot lead around it), no proxy from the
 // environment (it would be the address checked), no redirects.
 func (d *Dispatcher) newHTTPClient() *http.Client {
-	dialer := &net.Dialer{Timeout: d.cfg.Timeout, Control: func(network, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return fmt.Errorf("%w: cannot check %q", errBlocked, address)
-		}
-		return d.checkAddr(ap.Addr())
-	}}
+	dialer := d.guard().Dialer(d.cfg.Timeout)
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,

@@ -33,7 +33,7 @@ var DefaultEvents = []string{"sandbox.", "limit."}
 const allowPrivateKey = "webhooks.allowPrivateNetworks"
 
 // errBlocked marks a connection the address policy refused: it is not retried.
-var errBlocked = errors.New("address refused")
+var errBlocked = netpolicy.ErrRefused
 
 // checkRequest validates a registration and returns it normalized: events defaulted, "x.*"
 // spelled "x.", duplicates removed. Errors are *errdefs.FieldError naming the field.
@@ -102,25 +102,13 @@ func (d *Dispatcher) checkURL(raw string) error {
 	return nil
 }
 
-// checkAddr is the address policy of every connection: public addresses always, cloud metadata
-// addresses never, the others (loopback, private, CGNAT, link-local, ...) only when
-// AllowPrivateNetworks is set. Errors wrap errBlocked.
-func (d *Dispatcher) checkAddr(a netip.Addr) error {
-	switch c := netpolicy.Classify(a); {
-	case c == netpolicy.ClassPublic:
-		return nil
-	case c == netpolicy.ClassMetadata:
-		return fmt.Errorf("%w: %s is a cloud metadata address, which webhooks never reach", errBlocked, a)
-	case d.cfg.AllowPrivateNetworks:
-		return nil
-	default:
-		article := "a"
-		if strings.ContainsRune("aeiou", rune(c[0])) {
-			article = "an"
-		}
-		return fmt.Errorf("%w: %s is %s %s address, which webhooks reach only when the daemon's %s is set",
-			errBlocked, a, article, c, allowPrivateKey)
-	}
+// checkAddr is the address policy of every connection (netpolicy.Guard): public addresses
+// always, cloud metadata addresses never, the others only when AllowPrivateNetworks is set.
+// Errors wrap netpolicy.ErrRefused.
+func (d *Dispatcher) checkAddr(a netip.Addr) error { return d.guard().Check(a) }
+
+func (d *Dispatcher) guard() netpolicy.Guard {
+	return netpolicy.Guard{AllowPrivate: d.cfg.AllowPrivateNetworks, What: "webhooks", Setting: allowPrivateKey}
 }
 
 // normalizeEvents checks event selectors: exact types, prefixes ending in "." (or ".*"), "*".

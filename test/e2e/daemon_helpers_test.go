@@ -173,6 +173,16 @@ func newKey(t *testing.T, dataDir, tenant string) string {
 	return strings.TrimSpace(r.stdout)
 }
 
+// newAdminKey creates an admin key (the operator's) with `airlock keys create --admin`.
+func newAdminKey(t *testing.T, dataDir string) string {
+	t.Helper()
+	r := runAirlock(t, nil, "keys", "create", "--admin", "--data-dir", dataDir)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "alk_") || !strings.Contains(r.stderr, "admin key") {
+		t.Fatalf("keys create --admin: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
 // newDaemon starts a daemon on a fresh data dir and returns it with a client of tenant "t1".
 func newDaemon(t *testing.T, flags ...string) (*daemon, *client.Client) {
 	t.Helper()

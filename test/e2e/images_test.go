@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,11 +22,27 @@ func TestImagesThroughDaemon(t *testing.T) {
 	host := imagetest.Registry(t)
 	ref := imagetest.Push(t, host, "e2e/busybox:1", imagetest.Busybox(t), v1.Config{Env: []string{"FROM_IMAGE=yes"}})
 	dir := t.TempDir() + "/data"
-	key := newKey(t, dir, "t1")
-	d := startDaemon(t, dir)
-	c := d.client(key)
+	tenantKey, key := newKey(t, dir, "t1"), newAdminKey(t, dir)
+	// The registry is on loopback, which a daemon's pulls reach only when the operator says so.
+	cfg := filepath.Join(t.TempDir(), "airlock.json")
+	if err := os.WriteFile(cfg, []byte(`{"images":{"allowPrivateNetworks":true}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, dir, "--config", cfg)
+	c, tc := d.client(key), d.client(tenantKey)
 	cliKey := func(key string, args ...string) result { t.Helper(); return d.cli(t, key, nil, args...) }
 	cli := func(args ...string) result { t.Helper(); return cliKey(key, args...) }
+
+	// Images are daemon-wide: a tenant key lists them, and may neither pull nor remove one, nor
+	// have the daemon pull an image the operator did not approve by creating a sandbox of it.
+	if r := cliKey(tenantKey, "pull", ref); r.code != 1 || !strings.Contains(r.stderr, "admin key") {
+		t.Fatalf("pull with a tenant key: %+v", r)
+	}
+	notApproved := smallSpec()
+	notApproved.Image = ref
+	if _, err := tc.Create(bg(), notApproved); clientErr(t, err).Code != api.CodeImageNotAllowed {
+		t.Fatalf("create from an image not pulled nor approved: %v", err)
+	}
 
 	// With AIRLOCK_HOST the verbs ask the daemon, which wants a key (and a CLI that went to the
 	// default data dir instead would succeed here: stop before it pulls there).
@@ -62,10 +80,15 @@ func TestImagesThroughDaemon(t *testing.T) {
 		{"missing in the registry", "POST", "/api/v1/images", `{"ref":"` + host + `/e2e/missing:1"}`, 404, api.CodeNotFound, "", "not found in registry"},
 		{"registry unreachable", "POST", "/api/v1/images", `{"ref":"127.0.0.1:1/e2e/x:1"}`, 422, api.CodeUnavailable, "", "unreachable"},
 		{"no key", "", "/api/v1/images", "", 401, api.CodeUnauthorized, "", ""},
+		{"tenant removes", "DELETE", "/api/v1/images/" + ref, "", 403, api.CodeForbidden, "", "admin key"},
+		{"tenant prunes", "POST", "/api/v1/images/prune", "", 403, api.CodeForbidden, "", "admin key"},
 	} {
 		k, method := key, s.method
 		if method == "" {
 			k, method = "", "GET"
+		}
+		if strings.HasPrefix(s.name, "tenant") {
+			k = tenantKey
 		}
 		status, e := rawJSON(t, d.url, k, method, s.path, s.body, nil)
 		if status != s.status {
@@ -77,20 +100,24 @@ func TestImagesThroughDaemon(t *testing.T) {
 		}
 	}
 
-	// A sandbox from the image, then the image removed under it: the sandbox keeps its layers.
+	// A tenant's sandbox from the image the operator pulled, then the image removed under it:
+	// the sandbox keeps its layers.
+	if r = cliKey(tenantKey, "images", "ls"); r.code != 0 || !strings.Contains(r.stdout, ref) {
+		t.Errorf("images ls with a tenant key: %+v", r)
+	}
 	spec := smallSpec()
 	spec.Image = ref
-	sb, err := c.Create(bg(), spec)
+	sb, err := tc.Create(bg(), spec)
 	if err != nil {
 		t.Fatalf("create from the pulled image: %v", err)
 	}
-	if res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "echo $FROM_IMAGE; ls /bin/busybox"}}); err != nil || res.Stdout != "yes\n/bin/busybox\n" {
+	if res, err := tc.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "echo $FROM_IMAGE; ls /bin/busybox"}}); err != nil || res.Stdout != "yes\n/bin/busybox\n" {
 		t.Fatalf("exec in the image's sandbox: %+v, %v", res, err)
 	}
 	if r = cli("images", "rm", ref); r.code != 0 || r.stdout != ref+"\n" || !strings.Contains(r.stderr, "1 layers kept while a live sandbox uses them") {
 		t.Errorf("images rm in use: %+v", r)
 	}
-	if res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/busybox", "true"}}); err != nil || res.ExitCode != 0 {
+	if res, err := tc.Exec(bg(), sb.ID, api.ExecRequest{Command: []string{"/bin/busybox", "true"}}); err != nil || res.ExitCode != 0 {
 		t.Errorf("exec after the image's removal: %+v, %v", res, err)
 	}
 	if r = cli("images", "rm", ref); r.code != 1 || !strings.Contains(r.stderr, "not in the store") {
@@ -99,7 +126,7 @@ func TestImagesThroughDaemon(t *testing.T) {
 	if r = cli("images", "prune"); r.code != 0 || r.stdout != "removed 0 layers, freed 0.0 MB; 1 in use kept\n" {
 		t.Errorf("images prune in use: %+v", r)
 	}
-	if _, err := c.Terminate(bg(), sb.ID); err != nil {
+	if _, err := tc.Terminate(bg(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	rm, err := c.PruneImages(bg())

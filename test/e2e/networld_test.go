@@ -98,8 +98,10 @@ type world struct {
 	caPEM     []byte
 	secret    string // the value of the daemon's secret "apikey"
 	key       string // an API key of tenant t1
+	adminKey  string // an admin key (pools)
 	d         *daemon
 	c         *client.Client
+	admin     *client.Client
 
 	mu         sync.Mutex // guards hits, queries, authValues, sandboxes, cursors
 	hits       map[string][]hit
@@ -147,7 +149,7 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 	cfg := map[string]any{"network": map[string]any{
 		"resolvers":      []string{ipDNS + ":53"},
 		"trustedHosts":   map[string]string{"internal.test": ipInternal},
-		"secrets":        map[string]string{"apikey": w.secret},
+		"secrets":        map[string]any{"apikey": map[string]any{"value": w.secret, "hosts": []string{"api.creds.test"}, "tenants": []string{"t1"}}},
 		"upstreamCaFile": w.caFile,
 	}}
 	if o.orphanGraceSeconds > 0 {
@@ -160,6 +162,7 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 	}
 	w.dataDir = filepath.Join(dir, "data")
 	w.key = newKey(t, w.dataDir, "t1")
+	w.adminKey = newAdminKey(t, w.dataDir)
 	w.startDaemon()
 	return w
 }
@@ -171,6 +174,7 @@ func (w *world) startDaemon() {
 	w.t.Helper()
 	w.d = startDaemonIn(w.t, w.hutPath, w.dataDir, "--config", w.config)
 	w.c = w.d.client(w.key)
+	w.admin = w.d.client(w.adminKey)
 	w.t.Cleanup(w.terminateAll) // after the daemon's own cleanup, so it runs first
 }
 

@@ -25,14 +25,14 @@ func TestPoolConcurrentClaims(t *testing.T) {
 	const n = 50
 	shape := smallSpec()
 	shape.Network = restricted() // waiting sandboxes reach nothing
-	if _, err := w.c.PutPool(bg(), api.Pool{Name: "claims", Spec: shape, Size: n, RefillPerSecond: 100}); err != nil {
+	if _, err := w.admin.PutPool(bg(), api.Pool{Name: "claims", Spec: shape, Size: n, RefillPerSecond: 100}); err != nil {
 		t.Fatalf("put pool: %v", err)
 	}
 	removed := false
 	remove := func() {
 		if !removed {
 			removed = true
-			if _, err := w.c.DeletePool(bg(), "claims"); err != nil {
+			if _, err := w.admin.DeletePool(bg(), "claims"); err != nil {
 				t.Errorf("delete pool: %v", err)
 			}
 		}

@@ -21,14 +21,19 @@ import (
 func TestPool(t *testing.T) {
 	check := leakCheck(t)
 	dir := t.TempDir() + "/data"
-	key := newKey(t, dir, "t1")
+	key, adminKey := newKey(t, dir, "t1"), newAdminKey(t, dir)
 	d := startDaemon(t, dir)
-	c := d.client(key)
+	c, admin := d.client(key), d.client(adminKey)
 	ctx := bg()
 	cli := func(args ...string) result { t.Helper(); return d.cli(t, key, nil, args...) }
+	adminCLI := func(args ...string) result { t.Helper(); return d.cli(t, adminKey, nil, args...) }
 	shape := []string{"--memory", "256M", "--disk", "64M", "--pids", "32"}
 
-	if r := cli(append([]string{"pool", "put", "warm", "--size", "2"}, shape...)...); r.code != 0 || r.stdout != "warm\n" {
+	// Pools are daemon-wide: a tenant key lists them but may not make one.
+	if r := cli(append([]string{"pool", "put", "warm", "--size", "2"}, shape...)...); r.code != 1 || !strings.Contains(r.stderr, "admin key") {
+		t.Fatalf("pool put with a tenant key: %+v", r)
+	}
+	if r := adminCLI(append([]string{"pool", "put", "warm", "--size", "2"}, shape...)...); r.code != 0 || r.stdout != "warm\n" {
 		t.Fatalf("pool put: %+v", r)
 	}
 	p := waitPoolState(t, c, "warm", 30*time.Second, func(p api.PoolStatus) bool { return p.Ready == 2 })
@@ -89,11 +94,11 @@ func TestPool(t *testing.T) {
 	}
 
 	// A field the claiming create brings is refused, naming it.
-	_, err = c.PutPool(ctx, api.Pool{Name: "env", Spec: api.Spec{Environment: map[string]string{"A": "1"}}, Size: 1})
+	_, err = admin.PutPool(ctx, api.Pool{Name: "env", Spec: api.Spec{Environment: map[string]string{"A": "1"}}, Size: 1})
 	if ce := clientErr(t, err); ce.StatusCode != http.StatusBadRequest || ce.Field != "spec.environment" {
 		t.Errorf("pool with an environment: %+v", ce)
 	}
-	if r = cli("pool", "put", "env", "--size", "1", "--env", "A=1"); r.code != 2 || !strings.Contains(r.stderr, "--env belongs to the create") {
+	if r = adminCLI("pool", "put", "env", "--size", "1", "--env", "A=1"); r.code != 2 || !strings.Contains(r.stderr, "--env belongs to the create") {
 		t.Errorf("pool put --env: %+v", r)
 	}
 	if _, err := c.Pool(ctx, "env"); !errors.Is(err, client.ErrNotFound) {
@@ -101,13 +106,16 @@ func TestPool(t *testing.T) {
 	}
 
 	// Removing the pool ends its unclaimed sandboxes; the claimed one is the tenant's.
-	if r = cli("pool", "rm", "warm"); r.code != 0 || r.stdout != "warm\n" {
+	if r = cli("pool", "rm", "warm"); r.code != 1 || !strings.Contains(r.stderr, "admin key") {
+		t.Fatalf("pool rm with a tenant key: %+v", r)
+	}
+	if r = adminCLI("pool", "rm", "warm"); r.code != 0 || r.stdout != "warm\n" {
 		t.Errorf("pool rm: %+v", r)
 	}
 	if _, err := c.Pool(ctx, "warm"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("removed pool: %v", err)
 	}
-	if r = cli("pool", "rm", "warm"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+	if r = adminCLI("pool", "rm", "warm"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("pool rm twice: %+v", r)
 	}
 	if res, err := c.Exec(ctx, claimed, api.ExecRequest{Command: api.Shell("echo still")}); err != nil || res.Stdout != "still\n" {

@@ -316,8 +316,8 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	if networked && d.cfg.Network == nil {
 		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
 	}
-	if spec.Rootfs != "" {
-		return nil, errdefs.Invalid("rootfs", "the container level runs OCI images (image); a rootfs directory is for the process level")
+	if spec.RootDir != "" {
+		return nil, errdefs.Unavailable("template", "the container level runs OCI images (image); a directory root (a template, --rootfs) is for the process level")
 	}
 	var lowers []string
 	release := func() {}

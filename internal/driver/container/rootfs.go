@@ -1,7 +1,9 @@
 package container
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -140,6 +142,13 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 	if !slices.Contains(dirs, spec.Workdir) {
 		dirs = append(dirs, spec.Workdir)
 	}
+	for i, p := range spec.Filesystem.ReadWrite {
+		if bound, err := writablePath(fmt.Sprintf("filesystem.readWrite[%d]", i), p, spec, t, len(lowers) == 0); err != nil {
+			return err
+		} else if !bound && !slices.Contains(dirs, p) {
+			dirs = append(dirs, p)
+		}
+	}
 	for _, d := range dirs {
 		p, err := process.ResolveIn(b.base, d)
 		if err != nil {
@@ -208,13 +217,13 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			return err
 		}
 	}
-	for i, m := range spec.Filesystem.ReadOnly {
-		if err := b.userMount(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true); err != nil {
+	for i, m := range spec.Binds {
+		if err := b.userMount(fmt.Sprintf("binds[%d]", i), m); err != nil {
 			return err
 		}
 	}
-	for i, m := range spec.Filesystem.ReadWrite {
-		if err := b.userMount(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false); err != nil {
+	for _, p := range spec.Filesystem.ReadOnly {
+		if err := b.readOnly(p); err != nil {
 			return err
 		}
 	}
@@ -241,25 +250,75 @@ func skeleton(dir string, t process.HostTemplate) error {
 	return nil
 }
 
-func (b *bundle) userMount(field, s string, ro bool) error {
-	m, err := sandbox.ParseMount(field, s, ro)
-	if err != nil {
-		return err
+// writablePath refuses a readWrite path that a read-only mount covers (the host template's
+// directories and /etc, read-only binds), and reports one inside a writable bind, which is
+// writable already.
+func writablePath(field, p string, spec sandbox.Spec, t process.HostTemplate, hostTemplate bool) (bound bool, err error) {
+	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	if hostTemplate {
+		for _, d := range append(append([]string{}, t.Dirs...), "/etc") {
+			if under(d) {
+				return false, errdefs.Invalid(field, "%s is inside the host template's %s, which is read-only", p, d)
+			}
+		}
 	}
+	if under("/.airlock") {
+		return false, errdefs.Invalid(field, "%s is airlock's", p)
+	}
+	for _, m := range spec.Binds {
+		if !under(m.Path) {
+			continue
+		}
+		if m.ReadOnly {
+			return false, errdefs.Invalid(field, "%s is inside %s, which is read-only", p, m.Path)
+		}
+		bound = true
+	}
+	return bound, nil
+}
+
+// userMount binds a host path of the operator's (airlock run --ro/--rw, or a volume the daemon
+// granted) into the sandbox.
+func (b *bundle) userMount(field string, m sandbox.Bind) error {
 	src, err := filepath.EvalSymlinks(m.Host)
 	if err != nil {
 		return errdefs.Invalid(field, "host path %q: %v", m.Host, err)
 	}
-	for _, p := range []string{"/proc", "/dev", "/.airlock"} {
-		if m.Dest == p || strings.HasPrefix(m.Dest, p+"/") {
-			return errdefs.Invalid(field, "cannot mount over %s", p)
-		}
+	if m.Path == "/.airlock" || strings.HasPrefix(m.Path, "/.airlock/") {
+		return errdefs.Invalid(field, "cannot mount over /.airlock")
 	}
 	// The mount point is made in the base, under the read-only bind.
-	if err := mountPoint(b.base, m.Dest, src); err != nil {
-		return errdefs.Invalid(field, "mount point %s: %v", m.Dest, err)
+	if err := mountPoint(b.base, m.Path, src); err != nil {
+		return errdefs.Invalid(field, "mount point %s: %v", m.Path, err)
 	}
-	return bindAt(b.rootfs, src, m.Dest, ro)
+	return bindAt(b.rootfs, src, m.Path, m.ReadOnly)
+}
+
+// readOnly makes sandbox path p read-only (filesystem.readOnly): a bind of it onto itself,
+// read-only. A path that does not exist yet is made a directory where the tree is writable
+// (the layer's directories, a writable volume); where it cannot be made, nothing can be written
+// there anyway.
+func (b *bundle) readOnly(p string) error {
+	dst, err := process.ResolveIn(b.rootfs, p)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		if base, err := process.ResolveIn(b.base, p); err == nil {
+			os.MkdirAll(base, 0o755) // the writable directories are binds of the base's
+		}
+		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(dst, 0o755); errors.Is(err, unix.EROFS) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("read-only path %s: %w", p, err)
+			}
+		}
+	}
+	if err := bindRO(dst, dst, true); err != nil {
+		return fmt.Errorf("read-only path %s: %w", p, err)
+	}
+	return nil
 }
 
 // block makes path p of the sandbox inaccessible: an empty mode-000 tmpfs on a directory, an

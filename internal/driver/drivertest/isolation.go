@@ -132,26 +132,35 @@ func testMounts(t *testing.T, h *Harness) {
 	os.Chmod(ro, 0o755)
 	os.Chmod(rw, 0o777)
 	os.WriteFile(ro+"/in", []byte("from host"), 0o644)
-	sb := h.New(t, sandbox.Spec{Filesystem: sandbox.Filesystem{
-		ReadOnly:  []string{ro + ":/data"},
-		ReadWrite: []string{rw + ":/out"},
-		Blocked:   []string{"/usr/share/doc"},
-	}})
+	// Binds are the operator's host directories (airlock run --ro/--rw, the daemon's volumes);
+	// filesystem paths are the sandbox's own (SPEC §3).
+	sb := h.New(t, sandbox.Spec{
+		Binds: []sandbox.Bind{{Host: ro, Path: "/data", ReadOnly: true}, {Host: rw, Path: "/out"}},
+		Filesystem: sandbox.Filesystem{
+			ReadOnly:  []string{"/workspace/ref", "/out/sealed"},
+			ReadWrite: []string{"/opt/scratch"},
+			Blocked:   []string{"/usr/share/doc"},
+		}})
 	expect(t, h.Exec(t, sb, 10*time.Second, Script{Sh: "cat /data/in", Py: `print(open("/data/in").read())`}), 0, "from host")
-	res := h.Exec(t, sb, 10*time.Second, Script{Sh: "echo x > /data/new", Py: `
+	for _, p := range []string{"/data/new", "/workspace/ref/new", "/out/sealed/new"} {
+		res := h.Exec(t, sb, 10*time.Second, Script{Sh: "echo x > " + p, Py: fmt.Sprintf(`
 try:
-    with open("/data/new", "w") as f: f.write("x")
+    with open(%s, "w") as f: f.write("x")
 except OSError as e:
-    print("refused", e.errno)`})
-	if !h.refused(res) {
-		t.Fatalf("wrote into a read-only mount: %q %q", res.Stdout, res.Stderr)
+    print("refused", e.errno)`, pyLit(p))})
+		if !h.refused(res) {
+			t.Fatalf("wrote %s, beneath a read-only path: %q %q", p, res.Stdout, res.Stderr)
+		}
 	}
-	expect(t, h.Exec(t, sb, 10*time.Second, Script{Sh: "echo result > /out/file", Py: `
-with open("/out/file", "w") as f: f.write("result\n")`}), 0, "")
+	for _, p := range []string{"/out/file", "/opt/scratch/file", "/workspace/file"} {
+		expect(t, h.Exec(t, sb, 10*time.Second, Script{Sh: "echo result > " + p + " && cat " + p, Py: fmt.Sprintf(`
+with open(%[1]s, "w") as f: f.write("result\n")
+print(open(%[1]s).read(), end="")`, pyLit(p))}), 0, "result")
+	}
 	if b, err := os.ReadFile(rw + "/file"); err != nil || string(b) != "result\n" {
 		t.Fatalf("read-write mount: host sees %q, %v", b, err)
 	}
-	res = h.Exec(t, sb, 10*time.Second, Script{Sh: "ls /usr/share/doc", Py: `
+	res := h.Exec(t, sb, 10*time.Second, Script{Sh: "ls /usr/share/doc", Py: `
 import os
 try:
     print("listed", os.listdir("/usr/share/doc"))

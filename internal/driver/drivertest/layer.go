@@ -20,7 +20,7 @@ import (
 func testLayerChanges(t *testing.T, h *Harness) {
 	rw := t.TempDir()
 	os.Chmod(rw, 0o777)
-	sb := h.New(t, sandbox.Spec{Filesystem: sandbox.Filesystem{ReadWrite: []string{rw + ":/out"}}})
+	sb := h.New(t, sandbox.Spec{Binds: []sandbox.Bind{{Host: rw, Path: "/out"}}})
 	expect(t, h.Exec(t, sb, 10*time.Second, Script{
 		Sh: "echo old > /workspace/edit && echo x > /workspace/gone && mkdir /workspace/keep",
 		Py: `

@@ -43,7 +43,10 @@ type rootPlan struct {
 	Symlinks []symlink   `json:"symlinks,omitempty"`
 	Files    []plainFile `json:"files,omitempty"`
 	Dirs     []writeDir  `json:"dirs,omitempty"` // writable directories inside the layer
-	Blocked  []string    `json:"blocked,omitempty"`
+	// ReadOnly are sandbox paths made read-only (a read-only bind of each onto itself), after
+	// the binds, so that a path inside a writable volume can be one.
+	ReadOnly []string `json:"readOnly,omitempty"`
+	Blocked  []string `json:"blocked,omitempty"`
 	// Seed, when set, is the index of a pipe carrying a snapshot's layer (a tar stream, see
 	// internal/snapshot) to extract into the fresh layer before anything else is built on it.
 	Seed *int `json:"seed,omitempty"`

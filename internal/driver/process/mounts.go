@@ -145,6 +145,11 @@ func buildRoot(c *initConfig, fds []int) error {
 			return err
 		}
 	}
+	for _, p := range r.ReadOnly {
+		if err := readOnlyPath(p); err != nil {
+			return err
+		}
+	}
 	if err := mountProc(); err != nil {
 		return err
 	}
@@ -338,6 +343,28 @@ func mountDev() error {
 
 // block makes a path inside the sandbox inaccessible: directories get an empty, read-only tmpfs
 // with mode 000, files an empty mode-000 file. A path that does not exist is left alone.
+// readOnlyPath makes sandbox path p read-only (filesystem.readOnly): a bind of it onto itself,
+// remounted read-only, so the kernel refuses every write below it. A path that does not exist
+// yet is made a directory where the tree is writable; where it cannot be made (a read-only
+// part of the root), nothing can be written there anyway.
+func readOnlyPath(p string) error {
+	dst, err := resolveIn("/newroot", p)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dst, 0o755); errors.Is(err, unix.EROFS) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		}
+	}
+	if err := unix.Mount(dst, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("read-only path %s: %w", p, err)
+	}
+	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+}
+
 func block(p string) error {
 	dst, err := resolveIn("/newroot", p)
 	if err != nil {

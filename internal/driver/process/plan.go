@@ -84,13 +84,13 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 	if len(lowers) > 0 {
 		r.Lowers = lowers
 		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
-	} else if spec.Rootfs != "" {
-		lower, err := filepath.EvalSymlinks(spec.Rootfs)
+	} else if spec.RootDir != "" {
+		lower, err := filepath.EvalSymlinks(spec.RootDir)
 		if err != nil {
 			return nil, errdefs.Invalid("rootfs", "%v", err)
 		}
 		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
-			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.Rootfs)
+			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.RootDir)
 		}
 		r.Lowers = []string{lower}
 		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
@@ -111,30 +111,46 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 	if spec.Workdir != "/workspace" && spec.Workdir != home && spec.Workdir != "/tmp" {
 		r.Dirs = append(r.Dirs, writeDir{Path: spec.Workdir, Mode: 0o755, UID: c.UID})
 	}
-	for i, m := range spec.Filesystem.ReadOnly {
-		b, err := userBind(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true)
+	for i, m := range spec.Binds {
+		b, err := userBind(fmt.Sprintf("binds[%d]", i), m)
 		if err != nil {
 			return nil, err
 		}
 		r.Binds = append(r.Binds, b)
 	}
-	for i, m := range spec.Filesystem.ReadWrite {
-		b, err := userBind(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false)
-		if err != nil {
+	for i, p := range spec.Filesystem.ReadWrite {
+		field := fmt.Sprintf("filesystem.readWrite[%d]", i)
+		if bound, err := writablePath(field, p, r); err != nil {
 			return nil, err
+		} else if !bound {
+			r.Dirs = append(r.Dirs, writeDir{Path: p, Mode: 0o755, UID: c.UID})
 		}
-		r.Binds = append(r.Binds, b)
 	}
+	r.ReadOnly = spec.Filesystem.ReadOnly
 	r.Blocked = spec.Filesystem.Blocked
 	c.LandRules = landRules(c, spec)
 	return c, nil
 }
 
-func userBind(field, s string, ro bool) (bindMount, error) {
-	m, err := sandbox.ParseMount(field, s, ro)
-	if err != nil {
-		return bindMount{}, err
+// writablePath refuses a readWrite path that a read-only mount would cover (the host template's
+// directories and read-only volumes are not the sandbox's to write), and reports one inside a
+// writable bind, which is writable already.
+func writablePath(field, p string, r *rootPlan) (bound bool, err error) {
+	for _, b := range r.Binds {
+		if p != b.Dst && !strings.HasPrefix(p, b.Dst+"/") {
+			continue
+		}
+		if b.ReadOnly {
+			return false, errdefs.Invalid(field, "%s is inside %s, which is read-only", p, b.Dst)
+		}
+		bound = true
 	}
+	return bound, nil
+}
+
+// userBind is a host path the operator binds into the sandbox (airlock run --ro/--rw, or a
+// volume the daemon granted).
+func userBind(field string, m sandbox.Bind) (bindMount, error) {
 	real, err := filepath.EvalSymlinks(m.Host)
 	if err != nil {
 		return bindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
@@ -143,12 +159,7 @@ func userBind(field, s string, ro bool) (bindMount, error) {
 	if err != nil {
 		return bindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
 	}
-	for _, p := range []string{"/proc", "/dev"} {
-		if m.Dest == p || strings.HasPrefix(m.Dest, p+"/") {
-			return bindMount{}, errdefs.Invalid(field, "cannot mount over %s", p)
-		}
-	}
-	return bindMount{Src: real, Dst: m.Dest, ReadOnly: ro, Dir: st.IsDir()}, nil
+	return bindMount{Src: real, Dst: m.Path, ReadOnly: m.ReadOnly, Dir: st.IsDir()}, nil
 }
 
 // landRules is the Landlock view of the same filesystem: everything readable and executable,

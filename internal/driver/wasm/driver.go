@@ -131,7 +131,7 @@ var LayerLayout = snapshot.Layout{Top: []string{"root"}, At: map[string]string{"
 // writableDirs are the guest directories a sandbox can write: its workdir, /tmp, /workspace and
 // its user's home.
 func writableDirs(spec sandbox.Spec) []string {
-	return []string{spec.Workdir, "/tmp", "/workspace", home(spec.User)}
+	return append([]string{spec.Workdir, "/tmp", "/workspace", home(spec.User)}, spec.Filesystem.ReadWrite...)
 }
 
 // home is the home directory of the sandbox's user, as on the other levels.
@@ -192,8 +192,8 @@ func checkSpec(spec sandbox.Spec) error {
 		return errdefs.Unavailable("network.credentials", "isolation level wasm has no network, so credentials cannot be used")
 	case spec.Image != "":
 		return errdefs.Unavailable("image", "isolation level wasm runs its own interpreters, not images (got image %q)", spec.Image)
-	case spec.Rootfs != "":
-		return errdefs.Unavailable("rootfs", "isolation level wasm runs its own interpreters, not a root filesystem (got %q)", spec.Rootfs)
+	case spec.RootDir != "" || spec.Template != "" && spec.Template != sandbox.TemplateHost:
+		return errdefs.Unavailable("template", "isolation level wasm runs its own interpreters, not a root filesystem (got template %q)", spec.Template)
 	}
 	return nil
 }
@@ -202,15 +202,9 @@ func checkSpec(spec sandbox.Spec) error {
 // mount points of the read-only ones (so that listing / shows them).
 func skeleton(root string, spec sandbox.Spec) error {
 	dirs := append([]string{"/usr/local/lib/python3.11", "/usr/local/lib/python3/dist-packages"}, writableDirs(spec)...)
-	for _, m := range spec.Filesystem.ReadOnly {
-		if mt, err := sandbox.ParseMount("", m, true); err == nil {
-			dirs = append(dirs, mt.Dest)
-		}
-	}
-	for _, m := range spec.Filesystem.ReadWrite {
-		if mt, err := sandbox.ParseMount("", m, false); err == nil {
-			dirs = append(dirs, mt.Dest)
-		}
+	dirs = append(dirs, spec.Filesystem.ReadOnly...)
+	for _, b := range spec.Binds {
+		dirs = append(dirs, b.Path)
 	}
 	r, err := os.OpenRoot(root)
 	if errors.Is(err, os.ErrNotExist) {

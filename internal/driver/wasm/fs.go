@@ -24,8 +24,9 @@ type sysStat = sys.Stat_t
 //   - the guest cannot make symlinks, and no symlink found on a path is followed (ELOOP), so a
 //     link that got into the directory another way (a host-side write to a bound directory) leads
 //     nowhere;
-//   - writes are allowed only beneath the writable guest paths, everything else is EROFS, as the
-//     read-only root of the other levels;
+//   - writes are allowed only beneath the writable guest paths and never beneath the read-only
+//     ones (filesystem.readOnly), everything else is EROFS, as the read-only root of the other
+//     levels;
 //   - the sandbox's open files are counted against its maxOpenFiles (EMFILE);
 //   - blocked guest paths (filesystem.blocked) are EACCES.
 //
@@ -35,6 +36,7 @@ type confinedFS struct {
 	dir      string   // the host directory
 	at       string   // the guest path it is mounted at
 	writable []string // guest paths beneath which writes are allowed; "/" for all
+	readOnly []string // guest paths beneath which writes are refused, writable or not
 	blocked  []string // guest paths that are inaccessible
 	files    *openFiles
 }
@@ -122,7 +124,7 @@ func (c *confinedFS) resolveWrite(p string, follow bool) (string, experimentalsy
 	if errno != 0 {
 		return "", errno
 	}
-	if !beneath(c.guest(rel), c.writable) {
+	if g := c.guest(rel); !beneath(g, c.writable) || beneath(g, c.readOnly) {
 		return "", experimentalsys.EROFS
 	}
 	return rel, 0

@@ -91,34 +91,22 @@ func (s *Sandbox) buildMounts() error {
 	spec := s.spec
 	writable := writableDirs(spec)
 	var binds []mount
-	bind := func(field, m string, readOnly bool) error {
-		mt, err := sandbox.ParseMount(field, m, readOnly)
-		if err != nil {
-			return err
+	for i, b := range spec.Binds {
+		if fi, err := os.Stat(b.Host); err != nil || !fi.IsDir() {
+			return errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %s bound at %s is not a directory (the wasm level binds directories only)", b.Host, b.Path)
 		}
-		if fi, err := os.Stat(mt.Host); err != nil || !fi.IsDir() {
-			return errdefs.Invalid(field, "host path %s bound at %s is not a directory (the wasm level binds directories only)", mt.Host, mt.Dest)
+		c := newConfinedFS(b.Host, b.Path, nil, spec.Filesystem.Blocked, s.files)
+		if !b.ReadOnly {
+			c.writable = []string{"/"}
 		}
-		var writable []string
-		if !readOnly {
-			writable = []string{"/"}
-		}
-		binds = append(binds, mount{mt.Dest, newConfinedFS(mt.Host, mt.Dest, writable, spec.Filesystem.Blocked, s.files)})
-		return nil
+		c.readOnly = spec.Filesystem.ReadOnly
+		binds = append(binds, mount{b.Path, c})
 	}
-	for i, m := range spec.Filesystem.ReadWrite {
-		if err := bind(fmt.Sprintf("filesystem.readWrite[%d]", i), m, false); err != nil {
-			return err
-		}
-	}
-	for i, m := range spec.Filesystem.ReadOnly {
-		if err := bind(fmt.Sprintf("filesystem.readOnly[%d]", i), m, true); err != nil {
-			return err
-		}
-	}
+	root := newConfinedFS(s.root, "/", writable, spec.Filesystem.Blocked, s.files)
+	root.readOnly = spec.Filesystem.ReadOnly
 	siteFS, _ := fs.Sub(site, "site")
 	ms := mounts{
-		{"/", newConfinedFS(s.root, "/", writable, spec.Filesystem.Blocked, s.files)},
+		{"/", root},
 		{guestSite, &sysfs.AdaptFS{FS: siteFS}},
 	}
 	if s.d.rt.python.err == nil {

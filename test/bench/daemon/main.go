@@ -80,7 +80,7 @@ func run(c config) error {
 	}
 	defer os.RemoveAll(tmp)
 	data := filepath.Join(tmp, "data")
-	out, err := exec.Command(c.airlock, "keys", "create", "--tenant", "bench", "--data-dir", data).Output()
+	out, err := exec.Command(c.airlock, "keys", "create", "--admin", "--tenant", "bench", "--data-dir", data).Output() // an admin key: it also makes the pool
 	if err != nil {
 		return fmt.Errorf("keys create: %w", err)
 	}
