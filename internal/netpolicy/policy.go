@@ -327,6 +327,25 @@ var classes = []struct {
 	{netip.MustParsePrefix("2001:db8::/32"), ClassReserved},
 }
 
+// Refused4 returns the IPv4 ranges that Addr refuses to every connection made by address (no
+// name, so no trusted host): every class but public, and private too when blockLocal is set.
+// The firewall refuses them at connect in open egress, instead of letting the proxy accept the
+// connection and then close it.
+func Refused4(blockLocal bool) []netip.Prefix {
+	var ps []netip.Prefix
+	for _, c := range classes {
+		if c.p.Addr().Is4() && (blockLocal || c.c != ClassPrivate) {
+			ps = append(ps, c.p)
+		}
+	}
+	for _, a := range MetadataAddrs {
+		if a.Is4() {
+			ps = append(ps, netip.PrefixFrom(a, 32))
+		}
+	}
+	return ps
+}
+
 // Classify returns the class of a (IPv4-mapped addresses are classed as IPv4).
 func Classify(a netip.Addr) string {
 	// Without its zone: netip.Prefix.Contains is false for zoned addresses, which would make

@@ -276,6 +276,30 @@ func TestAddr(t *testing.T) {
 	}
 }
 
+// TestRefused4 checks the firewall's ranges against Addr: an IPv4 address is in Refused4
+// exactly when open egress refuses a connection made to it by address.
+func TestRefused4(t *testing.T) {
+	for _, blockLocal := range []bool{true, false} {
+		pol := mustCompile(t, api.Network{EgressPolicy: api.EgressOpen, BlockLocalNetwork: ptr(blockLocal)})
+		refused := netpolicy.Refused4(blockLocal)
+		for _, s := range []string{"0.0.0.1", "1.1.1.1", "9.255.255.255", "10.0.0.1", "10.66.0.7", "11.0.0.0",
+			"100.63.255.255", "100.64.0.1", "100.100.100.200", "100.128.0.0", "127.0.0.1", "169.254.169.254",
+			"169.254.1.1", "172.15.255.255", "172.16.0.1", "172.31.255.255", "172.32.0.0", "192.0.0.8",
+			"192.0.2.1", "192.168.1.1", "198.18.0.1", "203.0.113.9", "224.0.0.1", "240.0.0.1", "255.255.255.255"} {
+			a := netip.MustParseAddr(s)
+			in := slices.ContainsFunc(refused, func(p netip.Prefix) bool { return p.Contains(a) })
+			if d := pol.Addr("", a); in == d.Allow {
+				t.Errorf("blockLocal %v: %s in Refused4 = %v, but Addr says %+v", blockLocal, a, in, d)
+			}
+		}
+		for _, p := range refused {
+			if !p.Addr().Is4() {
+				t.Errorf("Refused4 has %s, not IPv4", p)
+			}
+		}
+	}
+}
+
 func TestTrusted(t *testing.T) {
 	p := mustCompile(t, api.Network{EgressPolicy: api.EgressRestricted})
 	if a, ok := p.Trusted("internal.CORP."); !ok || len(a) != 2 {
