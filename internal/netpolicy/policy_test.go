@@ -300,6 +300,37 @@ func TestRefused4(t *testing.T) {
 	}
 }
 
+func TestRefused(t *testing.T) {
+	restricted := mustCompile(t, api.Network{EgressPolicy: api.EgressRestricted, AllowedDomains: []string{"x.com"}})
+	open := mustCompile(t, api.Network{EgressPolicy: api.EgressOpen})
+	none := mustCompile(t, api.Network{EgressPolicy: api.EgressNone})
+	for _, tt := range []struct {
+		pol   *netpolicy.Policy
+		proto string
+		dst   string
+		rule  string
+	}{
+		{restricted, "tcp", "203.0.113.9:443", netpolicy.RuleIPLiteral},
+		{restricted, "tcp", "203.0.113.9:80", netpolicy.RuleIPLiteral},
+		{restricted, "tcp", "203.0.113.9:22", netpolicy.RulePort},
+		{restricted, "tcp", "10.1.2.3:443", netpolicy.RuleLocal},
+		{restricted, "tcp", "169.254.169.254:80", netpolicy.RuleMetadata},
+		{restricted, "udp", "203.0.113.9:123", netpolicy.RuleProtocol},
+		{restricted, "icmp", "203.0.113.9:0", netpolicy.RuleProtocol},
+		{restricted, "tcp", "[fd00::1]:443", netpolicy.RuleIPv6},
+		{restricted, "tcp", "[2606:4700::1]:443", netpolicy.RuleIPv6},
+		{open, "tcp", "10.1.2.3:5432", netpolicy.RuleLocal},
+		{open, "tcp", "100.100.100.200:80", netpolicy.RuleMetadata},
+		{open, "udp", "203.0.113.9:123", netpolicy.RuleProtocol},
+		{none, "tcp", "203.0.113.9:443", netpolicy.RuleNone},
+	} {
+		d := tt.pol.Refused(tt.proto, netip.MustParseAddrPort(tt.dst))
+		if d.Allow || d.Rule != tt.rule || d.Reason == "" {
+			t.Errorf("%s: Refused(%s, %s) = %+v, want a denial by %s", tt.pol.Egress, tt.proto, tt.dst, d, tt.rule)
+		}
+	}
+}
+
 func TestTrusted(t *testing.T) {
 	p := mustCompile(t, api.Network{EgressPolicy: api.EgressRestricted})
 	if a, ok := p.Trusted("internal.CORP."); !ok || len(a) != 2 {

@@ -274,7 +274,20 @@ func (s *Service) serve(id string, l *netns.Link, pol *netpolicy.Policy, rules n
 		g.Close()
 		return nil, fmt.Errorf("sandbox %s: listeners on %s: %w: %w", id, host, err, errdefs.ErrSetup)
 	}
+	// What the firewall refuses at connect never reaches the proxy: it is reported from here.
+	if stop, err := l.WatchRefusals(g.refused); err != nil {
+		s.log.Warn("connections refused by the firewall will not be reported", "sandbox", id, "err", err)
+	} else {
+		g.listeners = append(g.listeners, stop)
+	}
 	return g, nil
+}
+
+// refused reports a connection the firewall refused, with the rule that explains it.
+func (g *Gateway) refused(r netns.Refusal) {
+	d := g.Policy().Refused(r.Proto, r.Dst)
+	g.Event(netpolicy.Event{Kind: netpolicy.KindConnect, Proto: r.Proto, Addr: r.Dst.Addr().Unmap(),
+		Port: int(r.Dst.Port()), Rule: d.Rule, Reason: d.Reason})
 }
 
 func (g *Gateway) run(serve func(net.Listener) error, ln net.Listener) {

@@ -117,6 +117,15 @@ func TestRestrictedFastFail(t *testing.T) {
 
 	// Before any lookup, even the allowed name's address is refused.
 	refusedFast(t, g, denied, "80", "443")
+	// Refusals are reported, with the rule that explains them.
+	for _, want := range []struct {
+		addr string
+		rule string
+	}{{"203.0.113.9", netpolicy.RuleIPLiteral}, {"10.1.2.3", netpolicy.RuleLocal}, {"169.254.169.254", netpolicy.RuleMetadata}} {
+		ev.wait(t, func(e netpolicy.Event) bool {
+			return e.Kind == netpolicy.KindConnect && e.Proto == "tcp" && e.Addr.String() == want.addr && e.Port == 443 && !e.Allow && e.Rule == want.rule
+		})
+	}
 	got, err := resolve(g, "api.test")
 	resolved := time.Now()
 	if err != nil || !slices.Equal(got, []netip.Addr{apiAddr}) {

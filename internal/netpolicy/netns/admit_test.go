@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +198,37 @@ func TestOpenRefusesLocal(t *testing.T) {
 			t.Errorf("blockLocal %v: loopback: %v", blockLocal, err)
 		}
 		ln.Close()
+	}
+}
+
+// TestWatchRefusals: every refused connection is reported with where it was going.
+func TestWatchRefusals(t *testing.T) {
+	p := needRoot(t)
+	l := newLink(t, p, Config{Rules: Rules{Egress: api.EgressRestricted, Ports: DefaultPorts}})
+	got := make(chan Refusal, 16)
+	stop, err := l.WatchRefusals(func(r Refusal) { got <- r })
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(t, l, "203.0.113.9:443", unix.ECONNREFUSED)
+	refused(t, l, "169.254.169.254:80", unix.ECONNREFUSED)
+	inside(l, "udp", "203.0.113.9:123", "x")
+	var want []Refusal
+	for _, s := range []string{"tcp 203.0.113.9:443", "tcp 169.254.169.254:80", "udp 203.0.113.9:123"} {
+		proto, dst, _ := strings.Cut(s, " ")
+		want = append(want, Refusal{Proto: proto, Dst: netip.MustParseAddrPort(dst)})
+	}
+	for _, w := range want {
+		select {
+		case r := <-got:
+			if r != w {
+				t.Errorf("refusal %+v, want %+v", r, w)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("no refusal reported, want %+v", w)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -80,9 +80,10 @@ type Link struct {
 	Gateway netip.Addr // the host end's address: airlock's listeners
 	Addr    netip.Addr // the sandbox's address
 
-	admitMu  sync.Mutex               // guards admitted and pruned; serialises writes to the firewall
+	admitMu  sync.Mutex               // guards admitted, pruned and noLog; serialises writes to the firewall
 	admitted map[netip.Addr]time.Time // what Admit put in the admitted set, until when
 	pruned   time.Time                // when expired entries were last dropped from admitted
+	noLog    bool                     // the kernel has no nfnetlink_log: refusals are not reported
 }
 
 // Config is what a sandbox's network is made with.

@@ -97,8 +97,24 @@ func admitted() *nftables.Set {
 
 // setRules writes the rules, with keep in the admitted set; replace first deletes the table the
 // namespace has. A new namespace has none, and deleting a table costs an RCU grace period
-// (milliseconds on some hosts). The caller holds admitMu.
+// (milliseconds on some hosts). The caller holds admitMu. A kernel without nfnetlink_log
+// refuses the rule that reports refusals: the rules are then written without it.
 func (l *Link) setRules(r Rules, replace bool, keep []nftables.SetElement) error {
+	if !l.noLog {
+		err := l.writeRules(r, replace, keep, true)
+		if err == nil {
+			return nil
+		}
+		if lerr := l.writeRules(r, replace, keep, false); lerr != nil {
+			return err
+		}
+		l.noLog = true
+		return nil
+	}
+	return l.writeRules(r, replace, keep, false)
+}
+
+func (l *Link) writeRules(r Rules, replace bool, keep []nftables.SetElement, log bool) error {
 	c, err := l.nft()
 	if err != nil {
 		return err
@@ -162,6 +178,11 @@ func (l *Link) setRules(r Rules, replace bool, keep []nftables.SetElement) error
 	}
 	// IPv6 included: the sandbox has no IPv6 address or route, and these rules are the second
 	// wall.
+	if log {
+		// Reported (WatchRefusals), at a bounded rate; the rules below refuse it either way.
+		add(out, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeSecond, Burst: logRate},
+			&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_SNAPLEN, Group: logGroup, Snaplen: logSnaplen})
+	}
 	add(out, cat(l4(unix.IPPROTO_TCP), &expr.Reject{Type: unix.NFT_REJECT_TCP_RST})...)
 	add(out, &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED})
 	if err := c.Flush(); err != nil {
