@@ -68,10 +68,19 @@ func refusedFast(t *testing.T, g *Gateway, addrs []string, ports ...string) {
 	t.Helper()
 	for _, a := range addrs {
 		for _, p := range ports {
-			err, took := connect(g, net.JoinHostPort(a, p))
-			t.Logf("connect %s:%s: %v after %v", a, p, err, took)
-			if !errors.Is(err, unix.ECONNREFUSED) && !errors.Is(err, unix.EHOSTUNREACH) || took > fastFail {
-				t.Errorf("connect %s:%s: %v after %v; want ECONNREFUSED or EHOSTUNREACH within %v", a, p, err, took, fastFail)
+			// Every attempt refused; the fastest of three within fastFail (one may lose the
+			// CPU on a busy host).
+			best := time.Hour
+			for range 3 {
+				err, took := connect(g, net.JoinHostPort(a, p))
+				t.Logf("connect %s:%s: %v after %v", a, p, err, took)
+				if !errors.Is(err, unix.ECONNREFUSED) && !errors.Is(err, unix.EHOSTUNREACH) {
+					t.Errorf("connect %s:%s: %v; want ECONNREFUSED or EHOSTUNREACH", a, p, err)
+				}
+				best = min(best, took)
+			}
+			if best > fastFail {
+				t.Errorf("connect %s:%s: refused after %v at best; want within %v", a, p, best, fastFail)
 			}
 		}
 	}

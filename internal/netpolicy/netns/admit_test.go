@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,17 +37,25 @@ func dial(l *Link, addr string) (error, time.Duration) {
 	return err, elapsed
 }
 
-// refused checks that a connect to addr is refused at once with one of errnos.
+// refused checks that a connect to addr is refused at once with one of errnos: every attempt
+// with such an errno, the fastest of three within fastFail (one may lose the CPU on a busy host).
 func refused(t *testing.T, l *Link, addr string, errnos ...unix.Errno) {
 	t.Helper()
-	err, took := dial(l, addr)
-	ok := false
-	for _, e := range errnos {
-		ok = ok || errors.Is(err, e)
+	best := time.Hour
+	for range 3 {
+		err, took := dial(l, addr)
+		ok := false
+		for _, e := range errnos {
+			ok = ok || errors.Is(err, e)
+		}
+		t.Logf("connect %s: %v after %v", addr, err, took)
+		if !ok {
+			t.Errorf("connect %s: %v; want %v", addr, err, errnos)
+		}
+		best = min(best, took)
 	}
-	t.Logf("connect %s: %v after %v", addr, err, took)
-	if !ok || took > fastFail {
-		t.Errorf("connect %s: %v after %v; want %v within %v", addr, err, took, errnos, fastFail)
+	if best > fastFail {
+		t.Errorf("connect %s: refused after %v at best; want within %v", addr, best, fastFail)
 	}
 }
 
@@ -205,7 +214,7 @@ func TestOpenRefusesLocal(t *testing.T) {
 func TestWatchRefusals(t *testing.T) {
 	p := needRoot(t)
 	l := newLink(t, p, Config{Rules: Rules{Egress: api.EgressRestricted, Ports: DefaultPorts}})
-	got := make(chan Refusal, 16)
+	got := make(chan Refusal, 64)
 	stop, err := l.WatchRefusals(func(r Refusal) { got <- r })
 	if err != nil {
 		t.Fatal(err)
@@ -218,14 +227,17 @@ func TestWatchRefusals(t *testing.T) {
 		proto, dst, _ := strings.Cut(s, " ")
 		want = append(want, Refusal{Proto: proto, Dst: netip.MustParseAddrPort(dst)})
 	}
-	for _, w := range want {
+	// Each refused connect is tried three times: each attempt is one refusal.
+	seen := map[Refusal]bool{}
+	for timeout := time.After(2 * time.Second); len(seen) < len(want); {
 		select {
 		case r := <-got:
-			if r != w {
-				t.Errorf("refusal %+v, want %+v", r, w)
+			if !slices.Contains(want, r) {
+				t.Errorf("refusal %+v, want one of %+v", r, want)
 			}
-		case <-time.After(2 * time.Second):
-			t.Fatalf("no refusal reported, want %+v", w)
+			seen[r] = true
+		case <-timeout:
+			t.Fatalf("refusals reported: %v; want %+v", seen, want)
 		}
 	}
 	if err := stop(); err != nil {
