@@ -10,16 +10,17 @@ import (
 // Event kinds.
 const (
 	KindDNS     = "dns"     // a DNS query to airlock's resolver
-	KindConnect = "connect" // a connection (or request) through the egress proxy
+	KindConnect = "connect" // a connection (or request) through the egress proxy, or refused by the firewall
 )
 
-// Event is one decision of the egress proxy or the DNS server, for the sandbox's event stream.
+// Event is one decision of the egress proxy, the DNS server or the sandbox's firewall (a
+// connection refused at connect), for the sandbox's event stream.
 // Denied attempts are reported at once; allowed connections when they end, with their bytes.
 type Event struct {
 	Time  time.Time // when it was reported
 	Start time.Time // when the connection or query began (who began it is whoever ran then)
 	Kind  string    // KindDNS or KindConnect
-	Proto string    // dns: "udp", "tcp"; connect: "http", "connect", "tls", "tcp"
+	Proto string    // dns: "udp", "tcp"; connect: "http", "connect", "tls", "tcp"; refused by the firewall also "udp", "icmp"
 	Name  string    // the host name asked for ("" when the sandbox gave an address)
 	Addr  netip.Addr
 	Port  int

@@ -29,6 +29,7 @@ const (
 	RulePort       = "port"              // the name is allowed, not on this port
 	RuleIPv6       = "ipv6"              // sandboxes have no IPv6 route
 	RuleCredential = "credentials"       // a credential was injected
+	RuleProtocol   = "protocol"          // only TCP (and DNS to airlock) leaves a sandbox
 )
 
 // Decision is one answer of the policy.
@@ -266,6 +267,26 @@ func (p *Policy) Addr(name string, a netip.Addr) Decision {
 	return allow(p.allowRule(), "%s is allowed", a)
 }
 
+// Refused explains why the sandbox's firewall refused, at connect, a packet of protocol proto
+// ("tcp", "udp", ...) to dst: the firewall redirects to airlock's listeners only what this
+// policy may allow, and refuses the rest itself.
+func (p *Policy) Refused(proto string, dst netip.AddrPort) Decision {
+	a := dst.Addr().Unmap()
+	if d := p.Addr("", a); !d.Allow {
+		return d
+	}
+	if proto != "tcp" {
+		return deny(RuleProtocol, "%s to %s: only TCP leaves a sandbox (and DNS, to airlock's server)", proto, dst)
+	}
+	if p.Egress == api.EgressRestricted {
+		if port := int(dst.Port()); !slices.Contains(DefaultPorts, port) {
+			return deny(RulePort, "egress policy is restricted: port %d is reached through the proxy (HTTP_PROXY), only ports 80 and 443 without it", port)
+		}
+		return deny(RuleIPLiteral, "egress policy is restricted: %s is not an address airlock's DNS answered for an allowed name", a)
+	}
+	return deny(RulePort, "%s: refused by the sandbox's firewall", dst)
+}
+
 func (p *Policy) allowRule() string {
 	if p.Egress == api.EgressOpen {
 		return RuleOpen
@@ -325,6 +346,25 @@ var classes = []struct {
 	{netip.MustParsePrefix("ff00::/8"), ClassMulticast},
 	{netip.MustParsePrefix("64:ff9b::/96"), ClassReserved}, // NAT64 can reach any IPv4 address
 	{netip.MustParsePrefix("2001:db8::/32"), ClassReserved},
+}
+
+// Refused4 returns the IPv4 ranges that Addr refuses to every connection made by address (no
+// name, so no trusted host): every class but public, and private too when blockLocal is set.
+// The firewall refuses them at connect in open egress, instead of letting the proxy accept the
+// connection and then close it.
+func Refused4(blockLocal bool) []netip.Prefix {
+	var ps []netip.Prefix
+	for _, c := range classes {
+		if c.p.Addr().Is4() && (blockLocal || c.c != ClassPrivate) {
+			ps = append(ps, c.p)
+		}
+	}
+	for _, a := range MetadataAddrs {
+		if a.Is4() {
+			ps = append(ps, netip.PrefixFrom(a, 32))
+		}
+	}
+	return ps
 }
 
 // Classify returns the class of a (IPv4-mapped addresses are classed as IPv4).

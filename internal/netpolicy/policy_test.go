@@ -276,6 +276,61 @@ func TestAddr(t *testing.T) {
 	}
 }
 
+// TestRefused4 checks the firewall's ranges against Addr: an IPv4 address is in Refused4
+// exactly when open egress refuses a connection made to it by address.
+func TestRefused4(t *testing.T) {
+	for _, blockLocal := range []bool{true, false} {
+		pol := mustCompile(t, api.Network{EgressPolicy: api.EgressOpen, BlockLocalNetwork: ptr(blockLocal)})
+		refused := netpolicy.Refused4(blockLocal)
+		for _, s := range []string{"0.0.0.1", "1.1.1.1", "9.255.255.255", "10.0.0.1", "10.66.0.7", "11.0.0.0",
+			"100.63.255.255", "100.64.0.1", "100.100.100.200", "100.128.0.0", "127.0.0.1", "169.254.169.254",
+			"169.254.1.1", "172.15.255.255", "172.16.0.1", "172.31.255.255", "172.32.0.0", "192.0.0.8",
+			"192.0.2.1", "192.168.1.1", "198.18.0.1", "203.0.113.9", "224.0.0.1", "240.0.0.1", "255.255.255.255"} {
+			a := netip.MustParseAddr(s)
+			in := slices.ContainsFunc(refused, func(p netip.Prefix) bool { return p.Contains(a) })
+			if d := pol.Addr("", a); in == d.Allow {
+				t.Errorf("blockLocal %v: %s in Refused4 = %v, but Addr says %+v", blockLocal, a, in, d)
+			}
+		}
+		for _, p := range refused {
+			if !p.Addr().Is4() {
+				t.Errorf("Refused4 has %s, not IPv4", p)
+			}
+		}
+	}
+}
+
+func TestRefused(t *testing.T) {
+	restricted := mustCompile(t, api.Network{EgressPolicy: api.EgressRestricted, AllowedDomains: []string{"x.com"}})
+	open := mustCompile(t, api.Network{EgressPolicy: api.EgressOpen})
+	none := mustCompile(t, api.Network{EgressPolicy: api.EgressNone})
+	for _, tt := range []struct {
+		pol   *netpolicy.Policy
+		proto string
+		dst   string
+		rule  string
+	}{
+		{restricted, "tcp", "203.0.113.9:443", netpolicy.RuleIPLiteral},
+		{restricted, "tcp", "203.0.113.9:80", netpolicy.RuleIPLiteral},
+		{restricted, "tcp", "203.0.113.9:22", netpolicy.RulePort},
+		{restricted, "tcp", "10.1.2.3:443", netpolicy.RuleLocal},
+		{restricted, "tcp", "169.254.169.254:80", netpolicy.RuleMetadata},
+		{restricted, "udp", "203.0.113.9:123", netpolicy.RuleProtocol},
+		{restricted, "icmp", "203.0.113.9:0", netpolicy.RuleProtocol},
+		{restricted, "tcp", "[fd00::1]:443", netpolicy.RuleIPv6},
+		{restricted, "tcp", "[2606:4700::1]:443", netpolicy.RuleIPv6},
+		{open, "tcp", "10.1.2.3:5432", netpolicy.RuleLocal},
+		{open, "tcp", "100.100.100.200:80", netpolicy.RuleMetadata},
+		{open, "udp", "203.0.113.9:123", netpolicy.RuleProtocol},
+		{none, "tcp", "203.0.113.9:443", netpolicy.RuleNone},
+	} {
+		d := tt.pol.Refused(tt.proto, netip.MustParseAddrPort(tt.dst))
+		if d.Allow || d.Rule != tt.rule || d.Reason == "" {
+			t.Errorf("%s: Refused(%s, %s) = %+v, want a denial by %s", tt.pol.Egress, tt.proto, tt.dst, d, tt.rule)
+		}
+	}
+}
+
 func TestTrusted(t *testing.T) {
 	p := mustCompile(t, api.Network{EgressPolicy: api.EgressRestricted})
 	if a, ok := p.Trusted("internal.CORP."); !ok || len(a) != 2 {

@@ -172,7 +172,7 @@ func (w *world) cursor(t *testing.T, id string) int64 {
 
 // evMatch selects events; empty fields match anything.
 type evMatch struct {
-	Type, Proto, Name, Decision, Rule string
+	Type, Proto, Name, Decision, Rule, Addr string
 }
 
 func (m evMatch) match(e api.Event) bool {
@@ -182,7 +182,7 @@ func (m evMatch) match(e api.Event) bool {
 		}
 		return ""
 	}
-	for _, c := range [][2]string{{m.Proto, field("proto")}, {m.Name, field("name")}, {m.Decision, field("decision")}, {m.Rule, field("rule")}} {
+	for _, c := range [][2]string{{m.Proto, field("proto")}, {m.Name, field("name")}, {m.Decision, field("decision")}, {m.Rule, field("rule")}, {m.Addr, field("address")}} {
 		if c[0] != "" && c[0] != c[1] {
 			return false
 		}
@@ -191,7 +191,7 @@ func (m evMatch) match(e api.Event) bool {
 }
 
 func (m evMatch) String() string {
-	return fmt.Sprintf("%s proto=%s name=%s decision=%s rule=%s", m.Type, m.Proto, m.Name, m.Decision, m.Rule)
+	return fmt.Sprintf("%s proto=%s name=%s decision=%s rule=%s address=%s", m.Type, m.Proto, m.Name, m.Decision, m.Rule, m.Addr)
 }
 
 // waitEvent polls the network events of sandbox id recorded since exec execID began ("": all)
@@ -304,18 +304,18 @@ func TestNetworkDenied(t *testing.T) {
 	}
 	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "connect", Name: "evil.test", Decision: "deny", Rule: "not_in_allowlist"})
 
-	// The sandbox's DNS says NXDOMAIN; with the address given by hand, the TLS listener refuses
-	// the server name.
+	// The sandbox's DNS says NXDOMAIN; with the address given by hand, the firewall refuses the
+	// connection (airlock's DNS never answered that address).
 	r = w.sh(t, id, curl("--noproxy '*' -k https://evil.test/"))
 	if r.ExitCode != 6 || r.DurationMs > 3000 {
 		t.Errorf("transparent https to a denied name: want a quick resolve failure (exit 6):\n%s", show(r))
 	}
 	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkDNS, Name: "evil.test", Decision: "deny", Rule: "not_in_allowlist"})
 	r = w.sh(t, id, curl("--noproxy '*' -k --resolve evil.test:443:"+ipEvil+" https://evil.test/"))
-	if r.ExitCode == 0 || r.DurationMs > 3000 || strings.Contains(r.Stdout, "server=") {
-		t.Errorf("transparent https to a denied name's address: want a failure within 3 s:\n%s", show(r))
+	if r.ExitCode != 7 || r.DurationMs > 3000 || strings.Contains(r.Stdout, "server=") {
+		t.Errorf("transparent https to a denied name's address: want a refused connection (exit 7) within 3 s:\n%s", show(r))
 	}
-	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "tls", Name: "evil.test", Decision: "deny", Rule: "not_in_allowlist"})
+	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "tcp", Decision: "deny", Rule: "ip_literal"})
 
 	w.noHits(t, srvEvil, srvEvilTLS)
 	for _, q := range w.dnsQueries() {
@@ -326,30 +326,28 @@ func TestNetworkDenied(t *testing.T) {
 }
 
 // TestNetworkIPLiteral connects to an address instead of a name: restricted sandboxes name
-// hosts, so every way is refused.
+// hosts, so every way is refused: by the proxy when asked through it, at connect otherwise.
 func TestNetworkIPLiteral(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	id := w.sandbox(t, restricted("allowed.test"))
-	for _, c := range []struct{ name, args string }{
-		{"proxy http", "http://" + ipAllowed + "/"},
-		{"transparent http", "--noproxy '*' http://" + ipAllowed + "/"},
-	} {
-		r := w.sh(t, id, curl(c.args))
-		if httpCode(r) != "403" || !strings.Contains(r.Stdout, "ip_literal") {
-			t.Errorf("%s to an address: want 403 naming ip_literal:\n%s", c.name, show(r))
-		}
-		w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "http", Decision: "deny", Rule: "ip_literal"})
+	r := w.sh(t, id, curl("http://"+ipAllowed+"/"))
+	if httpCode(r) != "403" || !strings.Contains(r.Stdout, "ip_literal") {
+		t.Errorf("proxy http to an address: want 403 naming ip_literal:\n%s", show(r))
 	}
-	for _, c := range []struct{ name, args string }{
-		{"proxy https", "-k https://" + ipAllowed + "/"},
-		{"transparent https", "--noproxy '*' -k https://" + ipAllowed + "/"}, // no SNI for an address
-	} {
-		r := w.sh(t, id, curl(c.args))
-		if r.ExitCode == 0 || strings.Contains(r.Stdout, "server=") {
-			t.Errorf("%s to an address succeeded:\n%s", c.name, show(r))
+	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "http", Decision: "deny", Rule: "ip_literal"})
+	r = w.sh(t, id, curl("-k https://"+ipAllowed+"/"))
+	if r.ExitCode == 0 || strings.Contains(r.Stdout, "server=") {
+		t.Errorf("proxy https to an address succeeded:\n%s", show(r))
+	}
+	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "connect", Decision: "deny"})
+	// Without the proxy, the address is one airlock's DNS never answered: refused at connect.
+	for _, args := range []string{"--noproxy '*' http://" + ipAllowed + "/", "--noproxy '*' -k https://" + ipAllowed + "/"} {
+		r := w.sh(t, id, curl(args))
+		if r.ExitCode != 7 || strings.Contains(r.Stdout, "server=") {
+			t.Errorf("curl %s: want a refused connection (exit 7):\n%s", args, show(r))
 		}
-		w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Decision: "deny"})
+		w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "tcp", Decision: "deny", Rule: "ip_literal"})
 	}
 	w.noHits(t, srvAllowed, srvAllowedTLS)
 }
@@ -424,10 +422,10 @@ func TestNetworkRebinding(t *testing.T) {
 				t.Errorf("transparent http to %s: want a resolve failure (exit 6):\n%s", name, show(r))
 			}
 			w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkDNS, Name: name, Decision: "deny"})
-			// With a public address forced, the proxy still resolves the name itself.
+			// With a public address forced, one airlock's DNS did not answer: refused at connect.
 			r = w.sh(t, id, curl("--noproxy '*' --resolve "+name+":80:"+ipAllowed+" http://"+name+"/"))
-			if httpCode(r) != "403" || strings.Contains(r.Stdout, "server=") {
-				t.Errorf("transparent http to %s at a forced public address: want 403:\n%s", name, show(r))
+			if r.ExitCode != 7 || strings.Contains(r.Stdout, "server=") {
+				t.Errorf("transparent http to %s at a forced public address: want a refused connection (exit 7):\n%s", name, show(r))
 			}
 		})
 	}
@@ -507,12 +505,13 @@ func TestNetworkNonTCP(t *testing.T) {
 }
 
 // TestNetworkBypass forges where a request goes: a Host header, a TLS server name or an address
-// that disagree with the name the sandbox may reach. The proxy goes by the name it checks and
-// connects only to its own resolution of it.
+// that disagree with the name the sandbox may reach. The firewall lets through only addresses
+// airlock's DNS answered; the proxy behind it goes by the name it checks and connects only to
+// its own resolution of it.
 func TestNetworkBypass(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	id := w.sandbox(t, restricted("allowed.test"))
+	id := w.sandbox(t, restricted("allowed.test", "bulk.test"))
 
 	r := w.sh(t, id, curl("-H 'Host: evil.test' http://allowed.test/"))
 	if httpCode(r) != "403" || !strings.Contains(r.Stdout, "host_mismatch") {
@@ -541,18 +540,28 @@ func TestNetworkBypass(t *testing.T) {
 	}
 	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "tls", Name: "evil.test", Decision: "deny"})
 
-	// An allowed name aimed at evil's address reaches allowed's server: the proxy connects to
-	// what it resolves, never to where the sandbox was connecting.
+	// An allowed name aimed at evil's address: refused at connect, airlock's DNS never gave
+	// that address out.
+	r = w.sh(t, id, curl("--noproxy '*' --resolve allowed.test:80:"+ipEvil+" http://allowed.test/"))
+	if r.ExitCode != 7 || strings.Contains(r.Stdout, "server=") {
+		t.Errorf("transparent http to allowed.test at evil's address: want a refused connection (exit 7):\n%s", show(r))
+	}
+	w.waitEvent(t, id, r.ExecutionID, evMatch{Type: api.EventNetworkConnect, Proto: "tcp", Decision: "deny", Rule: "ip_literal"})
+	// Aimed at another allowed name's address (one the DNS answered), it reaches allowed's
+	// server: the proxy connects to what it resolves, never to where the sandbox was connecting.
+	if r := w.sh(t, id, "getent hosts bulk.test"); !strings.Contains(r.Stdout, ipBulk) {
+		t.Fatalf("getent hosts bulk.test: want %s:\n%s", ipBulk, show(r))
+	}
 	for _, args := range []string{
-		"--noproxy '*' --resolve allowed.test:80:" + ipEvil + " http://allowed.test/",
-		"--noproxy '*' --cacert /workspace/ca.pem --resolve allowed.test:443:" + ipEvil + " https://allowed.test/",
+		"--noproxy '*' --resolve allowed.test:80:" + ipBulk + " http://allowed.test/",
+		"--noproxy '*' --cacert /workspace/ca.pem --resolve allowed.test:443:" + ipBulk + " https://allowed.test/",
 	} {
 		r = w.sh(t, id, curl(args))
 		if httpCode(r) != "200" || !strings.Contains(r.Stdout, "server=allowed") {
 			t.Errorf("curl %s: want allowed's server:\n%s", args, show(r))
 		}
 	}
-	w.noHits(t, srvEvil, srvEvilTLS)
+	w.noHits(t, srvEvil, srvEvilTLS, srvBulk)
 	if h := w.hitsOf(srvAllowedTLS); len(h) != 1 {
 		t.Errorf("allowed's HTTPS server got %d requests, want 1 (SNI evil.test must not reach it): %+v", len(h), h)
 	}

@@ -622,7 +622,10 @@ func (w *world) terminateAll() {
 
 // sandboxPids returns the host pids of a sandbox's processes (from its cgroup).
 func sandboxPids(id string) []int {
-	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/" + id, "/sys/fs/cgroup/*/airlock/" + id, "/sys/fs/cgroup/airlock/" + id} {
+	// The process level's cgroups are under "airlock", the container level's under
+	// "airlock-container" (the configuration's defaults).
+	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/" + id, "/sys/fs/cgroup/*/airlock/" + id, "/sys/fs/cgroup/airlock/" + id,
+		"/sys/fs/cgroup/pids/airlock-container/" + id, "/sys/fs/cgroup/*/airlock-container/" + id, "/sys/fs/cgroup/airlock-container/" + id} {
 		dirs, _ := filepath.Glob(pat)
 		for _, d := range dirs {
 			b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))

@@ -19,6 +19,7 @@ const (
 	RuleUpstream = "upstream"       // the upstream resolver had no such name, or failed
 	RuleQuery    = "query"          // not a query airlock answers: opcode, question count, class
 	RuleReverse  = "reverse_lookup" // names under in-addr.arpa and ip6.arpa are never answered
+	RuleFirewall = "firewall"       // the answer's addresses could not be admitted (Admitter)
 )
 
 const (
@@ -65,7 +66,9 @@ func (s *Server) Answer(ctx context.Context, query []byte, proto string, sb Sand
 		ev.Rule, ev.Reason = RuleQuery, "a query must have exactly one question"
 	default:
 		ev.Name, ev.QType = canonical(req.q.Name.String()), typeName(req.q.Type)
-		res = s.decide(ctx, *req.q, sb.Policy(), &ev)
+		pol := sb.Policy()
+		res = s.decide(ctx, *req.q, pol, &ev)
+		res = s.admit(sb, pol, res, &ev)
 	}
 	sb.Event(ev)
 	resp, err := req.pack(res, proto)
@@ -73,6 +76,22 @@ func (s *Server) Answer(ctx context.Context, query []byte, proto string, sb Sand
 		return nil, fmt.Errorf("dns: pack response: %w", err)
 	}
 	return resp, nil
+}
+
+// admit has the sandbox's firewall admit the addresses of res, when it has an Admitter. If it
+// cannot, the answer becomes SERVFAIL: its addresses would be refused at connect.
+func (s *Server) admit(sb Sandbox, pol *netpolicy.Policy, res result, ev *netpolicy.Event) result {
+	ad, ok := sb.(Admitter)
+	if !ok || len(res.addrs) == 0 {
+		return res
+	}
+	if err := ad.Admit(pol, res.addrs, time.Duration(res.ttl)*time.Second); err != nil {
+		s.log().Warn("answer's addresses not admitted", "name", ev.Name, "err", err)
+		ev.Allow, ev.Rule, ev.Answers = false, RuleFirewall, nil
+		ev.Reason = fmt.Sprintf("the sandbox's firewall did not admit the answer: %v", err)
+		return result{rcode: dnsmessage.RCodeServerFailure}
+	}
+	return res
 }
 
 // parse checks that query is a query and reads its header, its question (when it has exactly

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -20,6 +21,15 @@ import (
 
 // Sandbox is what the server needs of the sandbox it serves: one event per query.
 type Sandbox = netpolicy.Sandbox
+
+// Admitter is an optional ability of a Sandbox: a firewall that lets the sandbox connect only to
+// addresses airlock's DNS gave out. The server admits the addresses of an answer, for at least
+// its TTL, before sending it, so that the connection that follows the lookup is let through.
+// pol is the policy the answer was decided under: an Admitter whose policy has changed since
+// refuses (the server then answers SERVFAIL, and the client asks again).
+type Admitter interface {
+	Admit(pol *netpolicy.Policy, addrs []netip.Addr, ttl time.Duration) error
+}
 
 // Resolver resolves allowed names upstream. The server asks for network "ip4" and a rooted
 // host ("example.com.") so that no search domain applies.

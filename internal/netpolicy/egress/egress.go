@@ -45,6 +45,21 @@ type Config struct {
 	UpstreamCAFile string
 }
 
+// How long an address airlock's DNS answered stays admitted by the sandbox's firewall: the
+// answer's TTL, within these bounds. The floor is well above the TTLs airlock answers with
+// because programs keep answers longer than their TTL (connection pools, runtimes' own DNS
+// caches); a long admission costs little, since the proxy behind the firewall still checks
+// the name of every connection and dials its own resolution of it. A policy change empties
+// the set at once.
+const (
+	AdmitFloor   = 5 * time.Minute
+	AdmitCeiling = time.Hour
+)
+
+// errPolicyChanged refuses to admit addresses answered under a policy that is no longer the
+// sandbox's.
+var errPolicyChanged = errors.New("the sandbox's network policy changed while the answer was made; ask again")
+
 // Sink receives every decision, with the sandbox it was made for.
 type Sink func(sandboxID string, ev netpolicy.Event)
 
@@ -57,6 +72,8 @@ type Service struct {
 	dns      *dns.Server
 	log      *slog.Logger
 	sink     atomic.Pointer[Sink]
+	// admitFloor and admitCeiling bound admissions (AdmitFloor, AdmitCeiling; tests shorten them).
+	admitFloor, admitCeiling time.Duration
 }
 
 // New checks cfg and returns the service. It touches no network state until Attach.
@@ -101,6 +118,9 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		upstream: upstream,
 		dns:      &dns.Server{Resolver: res, Log: log},
 		log:      log,
+
+		admitFloor:   AdmitFloor,
+		admitCeiling: AdmitCeiling,
 	}, nil
 }
 
@@ -154,7 +174,9 @@ type Gateway struct {
 
 	policy atomic.Pointer[netpolicy.Policy]
 
-	updateMu sync.Mutex  // serialises Update; guards rules
+	// updateMu serialises Update and Admit (so that no address answered under an old policy is
+	// admitted under a new one); guards rules.
+	updateMu sync.Mutex
 	rules    netns.Rules // the firewall's rules now
 
 	proxy     *proxy.Proxy // this sandbox's own, so that closing it ends exactly its connections
@@ -167,6 +189,7 @@ type Gateway struct {
 var (
 	_ proxy.Sandbox = (*Gateway)(nil)
 	_ dns.Sandbox   = (*Gateway)(nil)
+	_ dns.Admitter  = (*Gateway)(nil)
 )
 
 // Attach makes sandbox id's network with policy n, shaped to mbps, and starts serving it. The
@@ -176,7 +199,7 @@ func (s *Service) Attach(id string, n api.Network, mbps int64) (*Gateway, error)
 	if err != nil {
 		return nil, err
 	}
-	rules := netns.Rules{Egress: n.EgressPolicy, Ports: netns.DefaultPorts}
+	rules := rulesOf(pol)
 	l, err := s.pool.Create(netns.Config{Rules: rules, Mbps: mbps})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup)
@@ -195,7 +218,19 @@ func (s *Service) Adopt(id string, pid, slot int, n api.Network) (*Gateway, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.serve(id, l, pol, netns.Rules{Egress: n.EgressPolicy, Ports: netns.DefaultPorts})
+	// The rules are written again (they may be an older airlock's), keeping what the sandbox
+	// was admitted to: its programs may hold DNS answers from before the restart.
+	rules := rulesOf(pol)
+	if err := l.Readopt(rules); err != nil {
+		l.NS.Close()
+		return nil, fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup)
+	}
+	return s.serve(id, l, pol, rules)
+}
+
+// rulesOf is the firewall of policy pol.
+func rulesOf(pol *netpolicy.Policy) netns.Rules {
+	return netns.Rules{Egress: pol.Egress, BlockLocal: pol.BlockLocal, Ports: netns.DefaultPorts}
 }
 
 func (s *Service) serve(id string, l *netns.Link, pol *netpolicy.Policy, rules netns.Rules) (*Gateway, error) {
@@ -239,7 +274,20 @@ func (s *Service) serve(id string, l *netns.Link, pol *netpolicy.Policy, rules n
 		g.Close()
 		return nil, fmt.Errorf("sandbox %s: listeners on %s: %w: %w", id, host, err, errdefs.ErrSetup)
 	}
+	// What the firewall refuses at connect never reaches the proxy: it is reported from here.
+	if stop, err := l.WatchRefusals(g.refused); err != nil {
+		s.log.Warn("connections refused by the firewall will not be reported", "sandbox", id, "err", err)
+	} else {
+		g.listeners = append(g.listeners, stop)
+	}
 	return g, nil
+}
+
+// refused reports a connection the firewall refused, with the rule that explains it.
+func (g *Gateway) refused(r netns.Refusal) {
+	d := g.Policy().Refused(r.Proto, r.Dst)
+	g.Event(netpolicy.Event{Kind: netpolicy.KindConnect, Proto: r.Proto, Addr: r.Dst.Addr().Unmap(),
+		Port: int(r.Dst.Port()), Rule: d.Rule, Reason: d.Reason})
 }
 
 func (g *Gateway) run(serve func(net.Listener) error, ln net.Listener) {
@@ -264,22 +312,37 @@ func (g *Gateway) Event(ev netpolicy.Event) {
 	}
 }
 
+// Admit implements dns.Admitter: the firewall admits addrs, answered under pol, for ttl within
+// the service's bounds.
+func (g *Gateway) Admit(pol *netpolicy.Policy, addrs []netip.Addr, ttl time.Duration) error {
+	g.updateMu.Lock()
+	defer g.updateMu.Unlock()
+	if g.policy.Load() != pol {
+		return errPolicyChanged
+	}
+	return g.Link.Admit(addrs, min(max(ttl, g.svc.admitFloor), g.svc.admitCeiling))
+}
+
 // Update changes the policy live: the new rules and the new policy are in force when it
-// returns; connections already open stay open.
+// returns; connections already open stay open. The firewall forgets every address it admitted
+// (the sandbox's next lookups admit them again, under the new policy).
 func (g *Gateway) Update(n api.Network) error {
 	pol, err := g.svc.Compile(n)
 	if err != nil {
 		return err
 	}
-	rules := netns.Rules{Egress: n.EgressPolicy, Ports: netns.DefaultPorts}
+	rules := rulesOf(pol)
 	g.updateMu.Lock()
 	defer g.updateMu.Unlock()
 	if rules != g.rules {
-		if err := g.Link.SetRules(rules); err != nil {
-			return fmt.Errorf("sandbox %s: %w: %w", g.id, err, errdefs.ErrSetup)
-		}
-		g.rules = rules
+		err = g.Link.SetRules(rules)
+	} else {
+		err = g.Link.Forget()
 	}
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w: %w", g.id, err, errdefs.ErrSetup)
+	}
+	g.rules = rules
 	g.policy.Store(pol)
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -78,6 +79,11 @@ type Link struct {
 	HostIf  string     // the host end's name
 	Gateway netip.Addr // the host end's address: airlock's listeners
 	Addr    netip.Addr // the sandbox's address
+
+	admitMu  sync.Mutex               // guards admitted, pruned and noLog; serialises writes to the firewall
+	admitted map[netip.Addr]time.Time // what Admit put in the admitted set, until when
+	pruned   time.Time                // when expired entries were last dropped from admitted
+	noLog    bool                     // the kernel has no nfnetlink_log: refusals are not reported
 }
 
 // Config is what a sandbox's network is made with.
@@ -169,7 +175,7 @@ func (l *Link) setup(cfg Config) error {
 		{"default route", func() error {
 			return in.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: l.Gateway.AsSlice()})
 		}},
-		{"firewall", func() error { return l.setRules(cfg.Rules, false) }},
+		{"firewall", func() error { return l.setRules(cfg.Rules, false, nil) }},
 		{"shaping", func() error { return l.shape(in, eth, host, cfg.Mbps) }},
 	}
 	for _, s := range steps {

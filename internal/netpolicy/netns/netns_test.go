@@ -129,6 +129,10 @@ func TestFirewall(t *testing.T) {
 	tls := listen(t, l, "tcp", DefaultPorts.TLS)
 	proxy := listen(t, l, "tcp", DefaultPorts.Proxy)
 	gw := l.Gateway.String()
+	// As airlock's DNS does when it answers a name.
+	if err := l.Admit([]netip.Addr{netip.MustParseAddr("203.0.113.9")}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	// Allowed paths: everything ends at the gateway's listeners, whatever address was dialled.
 	// None of these packets leaves the namespace with a foreign destination.
@@ -151,6 +155,7 @@ func TestFirewall(t *testing.T) {
 	// Everything else fails at once.
 	for _, c := range []struct{ network, addr string }{
 		{"tcp", "203.0.113.9:22"},
+		{"tcp", "203.0.113.8:443"}, // not admitted
 		{"tcp", gw + ":22"},
 		{"tcp", gw + ":3000"}, // the open-mode port, closed in restricted
 		{"udp", "203.0.113.9:123"},

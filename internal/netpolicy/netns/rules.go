@@ -2,7 +2,9 @@ package netns
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -10,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
 // Ports are airlock's listeners on a sandbox's gateway.
@@ -27,23 +30,92 @@ var DefaultPorts = Ports{DNS: 53, Proxy: 3128, HTTP: 3080, TLS: 3443, TCP: 3000}
 
 // Rules is a sandbox's firewall. Whatever the egress policy, a packet leaves the namespace only
 // towards the gateway's listeners; what may go further is the proxy's and the DNS server's
-// decision. Everything else is rejected at once (TCP reset or ICMP administratively
-// prohibited), so programs fail fast instead of hanging.
+// decision. Everything else is refused at connect (TCP reset or ICMP administratively
+// prohibited), so programs fail fast instead of hanging, or believing they connected.
+//
+// Restricted egress redirects port 80 and 443 to the proxy only for the addresses airlock's DNS
+// answered for allowed names (the admitted set, filled through Admit); an address the sandbox
+// did not get from airlock's DNS — an IP literal, a private or metadata address — is refused at
+// connect. Open egress redirects every TCP connection except to the ranges the policy refuses
+// whatever the name (netpolicy.Refused4).
 type Rules struct {
-	Egress string // api.EgressNone, EgressRestricted or EgressOpen
-	Ports  Ports
+	Egress     string // api.EgressNone, EgressRestricted or EgressOpen
+	BlockLocal bool   // egress open: private ranges are refused too
+	Ports      Ports
 }
 
-const tableName = "airlock"
+const (
+	tableName = "airlock"
+	// admitSet is the set of addresses admitted in restricted egress. Its name is also the
+	// version of the rules: rules from an airlock without it are rewritten on adoption.
+	admitSet = "admitted4"
+	// admitSetID names the set inside the transaction that creates it (chosen here: the
+	// library's own counter is a package variable shared without a lock).
+	admitSetID = 1
+	// MaxAdmitted bounds the admitted set; beyond it Admit fails (and the DNS answer with it).
+	MaxAdmitted = 65536
+	// admitDefault is the timeout of an element added without one (Admit always gives one).
+	admitDefault = time.Hour
+)
 
 // SetRules replaces the namespace's firewall in one transaction: no packet ever sees a mix of
-// the old rules and the new.
-func (l *Link) SetRules(r Rules) error { return l.setRules(r, true) }
+// the old rules and the new. The admitted set starts empty.
+func (l *Link) SetRules(r Rules) error {
+	l.admitMu.Lock()
+	defer l.admitMu.Unlock()
+	return l.setRules(r, true, nil)
+}
 
-// setRules writes the rules; replace first deletes the table the namespace has. A new namespace
-// has none, and deleting a table costs an RCU grace period (milliseconds on some hosts).
-func (l *Link) setRules(r Rules, replace bool) error {
-	c, err := nftables.New(nftables.WithNetNSFd(int(l.NS.Fd())))
+// Readopt writes r over the firewall an existing namespace has (a restarted daemon adopting the
+// sandbox; the rules may be an older airlock's), in one transaction that keeps the admitted
+// addresses and the time they have left, so that the sandbox's cached DNS answers still work.
+func (l *Link) Readopt(r Rules) error {
+	l.admitMu.Lock()
+	defer l.admitMu.Unlock()
+	var keep []nftables.SetElement
+	if c, err := l.nft(); err == nil {
+		// A missing set (rules without one) or an unreadable one: nothing to keep.
+		if elems, err := c.GetSetElements(admitted()); err == nil {
+			for _, e := range elems {
+				if e.Expires > 0 {
+					keep = append(keep, nftables.SetElement{Key: e.Key, Timeout: e.Expires})
+				}
+			}
+		}
+	}
+	return l.setRules(r, true, keep)
+}
+
+func (l *Link) nft() (*nftables.Conn, error) {
+	return nftables.New(nftables.WithNetNSFd(int(l.NS.Fd())))
+}
+
+func admitted() *nftables.Set {
+	return &nftables.Set{Table: &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet},
+		Name: admitSet, HasTimeout: true}
+}
+
+// setRules writes the rules, with keep in the admitted set; replace first deletes the table the
+// namespace has. A new namespace has none, and deleting a table costs an RCU grace period
+// (milliseconds on some hosts). The caller holds admitMu. A kernel without nfnetlink_log
+// refuses the rule that reports refusals: the rules are then written without it.
+func (l *Link) setRules(r Rules, replace bool, keep []nftables.SetElement) error {
+	if !l.noLog {
+		err := l.writeRules(r, replace, keep, true)
+		if err == nil {
+			return nil
+		}
+		if lerr := l.writeRules(r, replace, keep, false); lerr != nil {
+			return err
+		}
+		l.noLog = true
+		return nil
+	}
+	return l.writeRules(r, replace, keep, false)
+}
+
+func (l *Link) writeRules(r Rules, replace bool, keep []nftables.SetElement, log bool) error {
+	c, err := l.nft()
 	if err != nil {
 		return err
 	}
@@ -53,6 +125,11 @@ func (l *Link) setRules(r Rules, replace bool) error {
 		c.DelTable(t)
 	}
 	c.AddTable(t)
+	set := &nftables.Set{Table: t, Name: admitSet, ID: admitSetID, KeyType: nftables.TypeIPAddr,
+		HasTimeout: true, Timeout: admitDefault, Size: MaxAdmitted}
+	if err := c.AddSet(set, keep); err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
 	accept := nftables.ChainPolicyAccept
 	drop := nftables.ChainPolicyDrop
 	nat := c.AddChain(&nftables.Chain{Name: "nat_out", Table: t, Type: nftables.ChainTypeNAT,
@@ -73,10 +150,18 @@ func (l *Link) setRules(r Rules, replace bool) error {
 		add(nat, cat(ipv4(), l4(unix.IPPROTO_TCP), dport(53), dnat(gw, p.DNS))...)
 		switch r.Egress {
 		case api.EgressRestricted:
-			// Web traffic that ignored the proxy variables still meets the proxy.
-			add(nat, cat(ipv4(), daddrNot(gw), l4(unix.IPPROTO_TCP), dport(80), dnat(gw, p.HTTP))...)
-			add(nat, cat(ipv4(), daddrNot(gw), l4(unix.IPPROTO_TCP), dport(443), dnat(gw, p.TLS))...)
+			// Web traffic that ignored the proxy variables still meets the proxy, if it goes to
+			// an address airlock's DNS gave out (a trusted host's may be a loopback one). The
+			// rest is not redirected, so the filter below refuses it (or, on loopback, lets
+			// it reach the sandbox's own servers).
+			for _, fwd := range [][2]uint16{{80, p.HTTP}, {443, p.TLS}} {
+				add(nat, cat(ipv4(), daddrNot(gw), l4(unix.IPPROTO_TCP), dport(fwd[0]), daddrIn(set), dnat(gw, fwd[1]))...)
+			}
 		case api.EgressOpen:
+			// Accepted here means not redirected: the filter refuses it (loopback excepted).
+			for _, pfx := range netpolicy.Refused4(r.BlockLocal) {
+				add(nat, cat(ipv4(), daddrInPrefix(pfx), verdict(expr.VerdictAccept))...)
+			}
 			add(nat, cat(ipv4(), daddrNot(gw), l4(unix.IPPROTO_TCP), dnat(gw, p.TCP))...)
 		}
 		// Replies to what the sandbox opened, and nothing that reaches in on its own.
@@ -91,10 +176,24 @@ func (l *Link) setRules(r Rules, replace bool) error {
 			add(out, cat(ipv4(), daddr(gw), l4(unix.IPPROTO_TCP), dport(port), verdict(expr.VerdictAccept))...)
 		}
 	}
+	// IPv6 included: the sandbox has no IPv6 address or route, and these rules are the second
+	// wall.
+	if log {
+		// Reported (WatchRefusals), at a bounded rate; the rules below refuse it either way.
+		add(out, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeSecond, Burst: logRate},
+			&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_SNAPLEN, Group: logGroup, Snaplen: logSnaplen})
+	}
 	add(out, cat(l4(unix.IPPROTO_TCP), &expr.Reject{Type: unix.NFT_REJECT_TCP_RST})...)
 	add(out, &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED})
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: %w", err)
+	}
+	l.admitted = map[netip.Addr]time.Time{}
+	now := time.Now()
+	for _, e := range keep {
+		if a, ok := netip.AddrFromSlice(e.Key); ok {
+			l.admitted[a] = now.Add(e.Timeout)
+		}
 	}
 	return nil
 }
@@ -152,6 +251,19 @@ func daddrLoad() expr.Any {
 }
 
 func daddr(a netip.Addr) []expr.Any { return []expr.Any{daddrLoad(), cmpEq(a.AsSlice())} }
+
+func daddrIn(s *nftables.Set) []expr.Any {
+	return []expr.Any{daddrLoad(), &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID}}
+}
+
+func daddrInPrefix(p netip.Prefix) []expr.Any {
+	mask := net.CIDRMask(p.Bits(), 32)
+	return []expr.Any{
+		daddrLoad(),
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		cmpEq(p.Masked().Addr().AsSlice()),
+	}
+}
 
 func daddrNot(a netip.Addr) []expr.Any {
 	return []expr.Any{daddrLoad(), &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: a.AsSlice()}}
