@@ -44,7 +44,7 @@ func (e *Error) Describe(name string) string {
 var (
 	ErrInvalidArgument      = errors.New("invalid argument")      // 400, Field names the input
 	ErrUnauthorized         = errors.New("unauthorized")          // 401: no key, or an unknown or revoked one
-	ErrForbidden            = errors.New("forbidden")             // 403
+	ErrForbidden            = errors.New("forbidden")             // 403: an admin route with a tenant key, or what the operator did not grant (Code says which)
 	ErrNotFound             = errors.New("not found")             // 404: no such sandbox, execution or file
 	ErrConflict             = errors.New("conflict")              // 409: the sandbox is in the wrong state (Status says which)
 	ErrPayloadTooLarge      = errors.New("payload too large")     // 413
@@ -67,6 +67,11 @@ var sentinelForCode = map[string]error{
 	api.CodeQuotaExceeded:        ErrQuotaExceeded,
 	api.CodeInsufficientStorage:  ErrInsufficientStorage,
 	api.CodeInternal:             ErrInternal,
+	// What was not granted is still a 403.
+	api.CodeSecretNotGranted:   ErrForbidden,
+	api.CodeVolumeNotGranted:   ErrForbidden,
+	api.CodeTemplateNotGranted: ErrForbidden,
+	api.CodeImageNotAllowed:    ErrForbidden,
 }
 
 // Is makes errors.Is(err, client.ErrNotFound) and the like work. An unavailable isolation level

@@ -26,7 +26,7 @@ func verbs() []verb {
 	return []verb{
 		{"run", "run [flags] -- CMD [ARG...]   one-shot sandbox, no daemon; exits with CMD's status", runCmd},
 		{"serve", "serve [--listen ADDR] [--data-dir DIR] [--config FILE]   the daemon and its HTTP API", serveCmd},
-		{"keys", "keys create --tenant NAME | ls | revoke KEY   API keys of the daemon (printed once)", keysCmd},
+		{"keys", "keys create --tenant NAME | create --admin | ls | revoke KEY   API keys of the daemon (printed once)", keysCmd},
 		{"create", "create [flags]                 create a sandbox on the daemon and print its ID", createCmd},
 		{"ls", "ls [flags]                     list the daemon's sandboxes (terminated ones too with -a)", lsCmd},
 		{"inspect", "inspect [--json] ID            one sandbox in detail", inspectCmd},
@@ -46,6 +46,9 @@ func verbs() []verb {
 		{"pull", "pull [--data-dir DIR] REF      pull an OCI image into the data dir (the daemon's with AIRLOCK_HOST)", pullCmd},
 		{"images", "images [ls [--json] | rm REF... | prune]   the data dir's images (the daemon's with AIRLOCK_HOST)", imagesCmd},
 		{"pool", "pool [ls [--json] | inspect NAME | put NAME --size N [flags] | rm NAME...]   the daemon's warm pools", poolCmd},
+		{"volumes", "volumes [--json]               the operator's volumes this key may mount (create --volume NAME:PATH)", volumesCmd},
+		{"templates", "templates [--json]             the root filesystem templates this key may name (create --template)", templatesCmd},
+		{"tenants", "tenants [--json]               quotas and usage: the key's tenant, or every tenant with an admin key", tenantsCmd},
 		{"webhooks", "webhooks [ls | add URL [--event T]... | inspect ID | rm ID... | deliveries ID | test ID]   the tenant's webhooks", webhooksCmd},
 		{"audit", "audit verify [--data-dir DIR]  check the audit log's hash chain; names the first bad event", auditCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
