@@ -232,6 +232,9 @@ type ExecResult struct {
 	TimedOut      bool          `json:"timedOut"`
 	OOMKilled     bool          `json:"oomKilled"`
 	Truncated     bool          `json:"truncated"`
+	// OutputDropped: the recorded output of this exec was dropped later, oldest first, to keep
+	// the tenant's stored bytes within its quota (maxStoredMb). The answer had it whole.
+	OutputDropped bool          `json:"outputDropped,omitempty"`
 	LimitEvents   []LimitEvent  `json:"limitEvents"`
 	ResourceUsage ResourceUsage `json:"resourceUsage"`
 }

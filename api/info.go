@@ -106,6 +106,10 @@ type Quota struct {
 	MaxDiskMB         int64   `json:"maxDiskMb,omitempty"`
 	RequestsPerSecond float64 `json:"requestsPerSecond,omitempty"`
 	Burst             int     `json:"burst,omitempty"`
+	// MaxStoredMB bounds what the daemon keeps for the tenant: exec output (past it, the
+	// oldest execs' output is dropped, their records kept) and snapshots (past it, a new
+	// snapshot is refused).
+	MaxStoredMB int64 `json:"maxStoredMb,omitempty"`
 }
 
 // Usage is what a tenant uses now of its quota.
@@ -113,6 +117,7 @@ type Usage struct {
 	Sandboxes int   `json:"sandboxes"`
 	MemoryMB  int64 `json:"memoryMb"`
 	DiskMB    int64 `json:"diskMb"`
+	StoredMB  int64 `json:"storedMb"`
 }
 
 // Tenant is GET /api/v1/tenants' entry: a tenant's quota and usage. A tenant key sees itself;

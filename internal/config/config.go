@@ -390,7 +390,7 @@ func (c Config) checkGrants() error {
 		quotas["overrides["+n+"]"] = q
 	}
 	for where, q := range quotas {
-		if q.MaxSandboxes < 0 || q.MaxMemoryMB < 0 || q.MaxDiskMB < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 {
+		if q.MaxSandboxes < 0 || q.MaxMemoryMB < 0 || q.MaxDiskMB < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 || q.MaxStoredMB < 0 {
 			return fmt.Errorf("config: tenants.%s: quotas must not be negative", where)
 		}
 	}
@@ -437,7 +437,8 @@ func (c Config) Grants() *tenancy.Grants {
 }
 
 // quota fills q's zero fields from the defaults: the configured ones, then the built-in ones
-// (the sandbox quota times the per-sandbox defaults of memory and disk; 1000 requests/s).
+// (the sandbox quota times the per-sandbox defaults of memory and disk; 1000 requests/s; 10 GiB
+// stored).
 func (c Config) quota(q api.Quota) api.Quota {
 	d := c.Tenants.Defaults
 	n := c.Limits.MaxSandboxesPerTenant
@@ -457,6 +458,7 @@ func (c Config) quota(q api.Quota) api.Quota {
 	if q.Burst == 0 {
 		q.Burst = cmp.Or(d.Burst, 2*int(q.RequestsPerSecond)+1)
 	}
+	fill(&q.MaxStoredMB, d.MaxStoredMB, 10240)
 	return q
 }
 

@@ -96,6 +96,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	if ferr := m.store.FinishExec(context.WithoutCancel(ctx), execID, res, time.Now().UTC()); ferr != nil {
 		return api.ExecResult{}, fmt.Errorf("record exec result: %w", ferr)
 	}
+	m.execRecorded(ten, int64(len(res.Stdout)+len(res.Stderr)))
 	if scan {
 		m.queueScan(b, scanJob{execID: execID, tenant: ten, end: time.Now()})
 	}

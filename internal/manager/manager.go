@@ -111,6 +111,8 @@ type Manager struct {
 	snaps    *snapshot.Store // nil without one, and snapsErr says why
 	snapsErr error
 
+	stored *storedBytes // what the store keeps for each tenant, against maxStoredMb
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -150,7 +152,7 @@ type box struct {
 func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
 	cfg.setDefaults()
 	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{}),
-		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st),
+		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st), stored: newStoredBytes(),
 	}
 	acfg := cfg.Audit
 	acfg.Sinks = append(append([]audit.Sink(nil), acfg.Sinks...), cfg.Sinks...)
@@ -333,7 +335,9 @@ func (m *Manager) Tenants(ctx context.Context, names []string) []api.Tenant {
 		if q.MaxSandboxes == 0 {
 			q.MaxSandboxes = m.cfg.MaxSandboxesPerTenant
 		}
-		out = append(out, api.Tenant{Name: n, Quota: q, Usage: m.usageLocked(n)})
+		u := m.usageLocked(n)
+		u.StoredMB = m.storedOf(n) >> 20
+		out = append(out, api.Tenant{Name: n, Quota: q, Usage: u})
 	}
 	return out
 }
@@ -710,6 +714,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	n, err := m.store.MarkLost(ctx)
 	if err != nil {
 		return fmt.Errorf("recover execs: %w", err)
+	}
+	if err := m.loadStored(ctx); err != nil {
+		return fmt.Errorf("recover stored bytes: %w", err)
 	}
 	recs, err := m.store.Sandboxes(ctx, store.Filter{Status: sandbox.LiveStatuses})
 	if err != nil {

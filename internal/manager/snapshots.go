@@ -70,6 +70,9 @@ func (m *Manager) Snapshot(ctx context.Context, id string, req api.SnapshotReque
 
 // takeSnapshot saves b and records the snapshot; memory is SnapshotRequest.Memory.
 func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, memory *bool) (store.Snapshot, error) {
+	if err := m.snapshotRoom(b.tenant); err != nil {
+		return store.Snapshot{}, err
+	}
 	blobs, err := m.blobs()
 	if err != nil {
 		return store.Snapshot{}, err
@@ -142,6 +145,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, m
 	if err := m.store.PutSnapshot(context.WithoutCancel(ctx), sn); err != nil {
 		return store.Snapshot{}, err
 	}
+	m.snapshotStored(b.tenant, sn.LayerSize+sn.MemorySize)
 	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxSnapshot, Message: "snapshot " + sn.ID, Data: map[string]any{
 		"snapshotId": sn.ID, "name": sn.Name, "memory": saved, "sizeMb": snapshotView(sn).SizeMB}})
 	m.log.Info("snapshot taken", "sandbox", b.id, "snapshot", sn.ID, "layerBytes", sn.LayerBytes,
@@ -226,6 +230,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, snapID string) (api.Snapsh
 	if err != nil {
 		return api.Snapshot{}, err
 	}
+	m.snapshotStored(sn.Tenant, -(sn.LayerSize + sn.MemorySize))
 	if blobs, err := m.blobs(); err == nil {
 		for _, d := range unused {
 			if err := blobs.Remove(d); err != nil {

@@ -22,8 +22,8 @@ func TestRateLimits(t *testing.T) {
 		wait   time.Duration
 	}{
 		{"a", 0, true, 0}, {"a", 0, true, 0}, {"a", 0, true, 0}, // the burst
-		{"a", 0, false, 100 * time.Millisecond},                  // empty: a token in 1/10 s
-		{"b", 0, true, 0},                                        // another tenant's bucket is its own
+		{"a", 0, false, 100 * time.Millisecond}, // empty: a token in 1/10 s
+		{"b", 0, true, 0},                       // another tenant's bucket is its own
 		{"a", 50 * time.Millisecond, false, 50 * time.Millisecond},
 		{"a", 100 * time.Millisecond, true, 0}, // refilled at 10/s
 		{"a", 10 * time.Second, true, 0}, {"a", 10 * time.Second, true, 0}, {"a", 10 * time.Second, true, 0},

@@ -136,3 +136,60 @@ func (s *Store) MarkLost(ctx context.Context) (int, error) {
 	}
 	return int(n), nil
 }
+
+// OutputBytes returns, by tenant, the bytes of its execs' recorded results.
+func (s *Store) OutputBytes(ctx context.Context) (map[string]int64, error) {
+	return sumByTenant(ctx, s.read, "exec output",
+		`SELECT sb.tenant, SUM(length(e.result)) FROM execs e JOIN sandboxes sb ON sb.id = e.sandbox_id WHERE e.result IS NOT NULL GROUP BY sb.tenant`)
+}
+
+// DropOutput drops the recorded output of tenant's oldest finished execs (their results keep
+// everything else, with OutputDropped set) until at least need bytes are freed or none is left,
+// and returns the bytes freed.
+func (s *Store) DropOutput(ctx context.Context, tenant string, need int64) (int64, error) {
+	var freed, after int64 // after: the rowid the next batch starts past (execs are recorded oldest first)
+	for freed < need {
+		rows, err := s.write.QueryContext(ctx, `SELECT e.rowid, e.id, e.result FROM execs e JOIN sandboxes sb ON sb.id = e.sandbox_id
+			WHERE sb.tenant = ? AND e.status = ? AND e.result IS NOT NULL AND e.rowid > ?
+			ORDER BY e.rowid LIMIT 64`, tenant, api.ExecDone, after)
+		if err != nil {
+			return freed, fmt.Errorf("drop output: %w", err)
+		}
+		type entry struct {
+			id     string
+			result []byte
+		}
+		var batch []entry
+		for rows.Next() {
+			var e entry
+			if err := rows.Scan(&after, &e.id, &e.result); err != nil {
+				rows.Close()
+				return freed, err
+			}
+			batch = append(batch, e)
+		}
+		if err := rows.Close(); err != nil {
+			return freed, err
+		}
+		if len(batch) == 0 {
+			return freed, nil
+		}
+		for _, e := range batch {
+			var res api.ExecResult
+			if err := json.Unmarshal(e.result, &res); err != nil {
+				res = api.ExecResult{ExecutionID: e.id} // unreadable: keep nothing of it
+			} else if res.OutputDropped {
+				continue
+			}
+			res.Stdout, res.Stderr, res.OutputDropped = "", "", true
+			b, _ := json.Marshal(res)
+			if _, err := s.write.ExecContext(ctx, `UPDATE execs SET result = ? WHERE id = ?`, b, e.id); err != nil {
+				return freed, fmt.Errorf("drop output of exec %q: %w", e.id, err)
+			}
+			if freed += int64(len(e.result) - len(b)); freed >= need {
+				break
+			}
+		}
+	}
+	return freed, nil
+}

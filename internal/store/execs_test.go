@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,61 @@ func BenchmarkExecRecord(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDropOutput fills a tenant's exec records and drops their output oldest first: the
+// records stay, marked, and another tenant's are untouched.
+func TestDropOutput(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	for _, tn := range []string{"a", "b"} {
+		if _, _, err := s.CreateKey(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.InsertSandbox(ctx, Sandbox{ID: "sbx_" + tn, Tenant: tn, Status: api.StatusReady, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := strings.Repeat("x", 10000)
+	t0 := time.Now()
+	for i := range 6 {
+		for _, tn := range []string{"a", "b"} {
+			id := fmt.Sprintf("exec_%s%d", tn, i)
+			if err := s.StartExec(ctx, api.Execution{ID: id, SandboxID: "sbx_" + tn, Command: []string{"x"}, StartedAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.FinishExec(ctx, id, api.ExecResult{ExecutionID: id, Stdout: out, Stderr: "e"}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before, err := s.OutputBytes(ctx)
+	if err != nil || before["a"] < 60000 || before["a"] != before["b"] {
+		t.Fatalf("OutputBytes = %v, %v", before, err)
+	}
+	freed, err := s.DropOutput(ctx, "a", 25000) // three execs' worth
+	if err != nil || freed < 25000 || freed > 35000 {
+		t.Fatalf("DropOutput = %d, %v", freed, err)
+	}
+	after, _ := s.OutputBytes(ctx)
+	if after["a"] != before["a"]-freed || after["b"] != before["b"] {
+		t.Errorf("after: %v (freed %d of %v)", after, freed, before)
+	}
+	for i := range 6 {
+		e, err := s.Exec(ctx, "sbx_a", fmt.Sprintf("exec_a%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped := i < 3
+		if e.Result.OutputDropped != dropped || (e.Result.Stdout == "") != dropped {
+			t.Errorf("exec %d: dropped %v, stdout %d bytes (want dropped %v, oldest first)", i, e.Result.OutputDropped, len(e.Result.Stdout), dropped)
+		}
+	}
+	if freed, err := s.DropOutput(ctx, "a", 1<<30); err != nil || freed < 20000 {
+		t.Errorf("drop everything: %d %v", freed, err)
+	}
+	if freed, err := s.DropOutput(ctx, "a", 1); err != nil || freed != 0 {
+		t.Errorf("nothing left to drop: %d %v", freed, err)
 	}
 }

@@ -144,3 +144,28 @@ func scanSnapshot(row interface{ Scan(...any) error }) (Snapshot, error) {
 	sn.CreatedAt = fromNanos(created)
 	return sn, nil
 }
+
+// SnapshotBytes returns, by tenant, the bytes its snapshots hold (compressed layer and memory
+// image).
+func (s *Store) SnapshotBytes(ctx context.Context) (map[string]int64, error) {
+	return sumByTenant(ctx, s.read, "snapshot bytes", `SELECT tenant, SUM(layer_size + memory_size) FROM snapshots GROUP BY tenant`)
+}
+
+// sumByTenant runs a query of (tenant, sum) rows into a map.
+func sumByTenant(ctx context.Context, db *sql.DB, what, query string) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var t string
+		var n sql.NullInt64
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out[t] = n.Int64
+	}
+	return out, rows.Err()
+}
