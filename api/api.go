@@ -224,14 +224,14 @@ type ResourceUsage struct {
 
 // ExecResult is the exec result object of SPEC §6.
 type ExecResult struct {
-	ExecutionID   string        `json:"executionId"`
-	ExitCode      int           `json:"exitCode"`
-	Stdout        string        `json:"stdout"`
-	Stderr        string        `json:"stderr"`
-	DurationMs    int64         `json:"durationMs"`
-	TimedOut      bool          `json:"timedOut"`
-	OOMKilled     bool          `json:"oomKilled"`
-	Truncated     bool          `json:"truncated"`
+	ExecutionID string `json:"executionId"`
+	ExitCode    int    `json:"exitCode"`
+	Stdout      string `json:"stdout"`
+	Stderr      string `json:"stderr"`
+	DurationMs  int64  `json:"durationMs"`
+	TimedOut    bool   `json:"timedOut"`
+	OOMKilled   bool   `json:"oomKilled"`
+	Truncated   bool   `json:"truncated"`
 	// OutputDropped: the recorded output of this exec was dropped later, oldest first, to keep
 	// the tenant's stored bytes within its quota (maxStoredMb). The answer had it whole.
 	OutputDropped bool          `json:"outputDropped,omitempty"`
