@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 		return nil, err
 	}
 	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version,
-		Metrics: mx.Handler(), Webhooks: d.hooks},
+		Metrics: mx.Handler(), Webhooks: d.hooks, Unauthenticated: mx.Unauthenticated},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	d.srv = &http.Server{
 		Handler:           api,

@@ -15,6 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/manager"
+	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 	"github.com/airlockrun/airlock/internal/webhook"
@@ -32,6 +33,9 @@ type Config struct {
 	Metrics http.Handler
 	// Webhooks serves the webhook routes; nil answers 503.
 	Webhooks *webhook.Dispatcher
+	// Unauthenticated, when set, counts a request refused with 401, by reason (metrics'
+	// Unauthenticated). Such requests are counted, never recorded.
+	Unauthenticated func(reason string)
 }
 
 // Images is the daemon's image store, which the image API serves: Store, or Err saying why
@@ -96,9 +100,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		if !rt.public {
 			ten, key, err := s.authenticate(r)
 			if err != nil {
+				// Not recorded (SPEC §0): what a stranger sends must not grow the store. The
+				// refusal is counted in the metrics (authenticate).
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				writeError(w, log, err)
-				s.audit(r, r.PathValue("id"), "", t0, err, 0)
 				return
 			}
 			keyID = key
@@ -128,8 +133,9 @@ func (s *Server) wrap(rt route) http.Handler {
 	})
 }
 
-// audit records an API call that changed something or was refused (the audit log's "who did
-// what, from where"): ok calls give their status, refusals their error.
+// audit records an API call of a key holder that changed something or was refused (the audit
+// log's "who did what, from where"): ok calls give their status, refusals their error. Calls
+// without a valid key are only counted (wrap).
 func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, err error, status int) {
 	if s.m == nil {
 		return // a server of the image API alone (tests)
@@ -143,21 +149,30 @@ func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, e
 	s.m.RecordRequest(r.Context(), req)
 }
 
-// authenticate checks the bearer key and returns its tenant and the key's ID.
+// authenticate checks the bearer key and returns its tenant and the key's ID. A refusal (401)
+// is counted by its reason.
 func (s *Server) authenticate(r *http.Request) (string, string, error) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || key == "" {
+		s.unauthenticated(airmetrics.UnauthenticatedMissing)
 		return "", "", errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
 	}
 	ten, keyID, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnauthenticated) {
+			s.unauthenticated(airmetrics.UnauthenticatedInvalid)
 			return "", "", errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
 		}
 		return "", "", err
 	}
 	return ten, keyID, nil
+}
+
+func (s *Server) unauthenticated(reason string) {
+	if s.cfg.Unauthenticated != nil {
+		s.cfg.Unauthenticated(reason)
+	}
 }
 
 func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
