@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,8 +24,9 @@ import (
 )
 
 // boundsAPI serves the API over a real manager and store (the fake level), counting refusals in
-// mx, and returns its URL, a key of tenant t1, the manager and the store.
-func boundsAPI(t *testing.T, mx *airmetrics.Metrics) (string, string, *manager.Manager, *store.Store) {
+// mx, with the server's read and write timeouts (0: none) as the daemon sets them, and returns
+// its URL, a key of tenant t1, the manager and the store.
+func boundsAPI(t *testing.T, mx *airmetrics.Metrics, timeout time.Duration) (string, string, *manager.Manager, *store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
@@ -38,7 +43,10 @@ func boundsAPI(t *testing.T, mx *airmetrics.Metrics) (string, string, *manager.M
 	log := slog.New(slog.DiscardHandler)
 	m := manager.New(manager.Config{Metrics: mx}, drivers, st, log)
 	t.Cleanup(m.Close)
-	srv := httptest.NewServer(New(Config{Metrics: mx.Handler(), Unauthenticated: mx.Unauthenticated}, m, st, drivers, Images{}, log))
+	srv := httptest.NewUnstartedServer(New(Config{Metrics: mx.Handler(), Unauthenticated: mx.Unauthenticated,
+		ReadTimeout: timeout, WriteTimeout: timeout}, m, st, drivers, Images{}, log))
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = timeout, timeout
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL, key, m, st
 }
@@ -65,7 +73,7 @@ func send(t *testing.T, method, url string, header map[string]string) int {
 // reason and never stored, however large what they carry; a key holder's refusal still is.
 func TestUnauthenticatedIsNotStored(t *testing.T) {
 	mx := airmetrics.New()
-	url, key, m, st := boundsAPI(t, mx)
+	url, key, m, st := boundsAPI(t, mx, 0)
 	big := strings.Repeat("A", 200<<10)
 	for _, c := range []struct {
 		name, method, path string
@@ -110,7 +118,7 @@ func TestUnauthenticatedIsNotStored(t *testing.T) {
 // TestRecordedRequestIsCapped: a key holder's call is recorded, but what the client chose (path,
 // user agent) is capped, with a mark that it was cut.
 func TestRecordedRequestIsCapped(t *testing.T) {
-	url, key, m, _ := boundsAPI(t, nil)
+	url, key, m, _ := boundsAPI(t, nil, 0)
 	id := "sbx_" + strings.Repeat("y", 8000)
 	ua := strings.Repeat("Mozilla/5.0 ", 20000)
 	if status := send(t, "POST", url+"/api/v1/sandboxes/"+id+"/pause", map[string]string{"Authorization": "Bearer " + key, "User-Agent": ua}); status != http.StatusNotFound {
@@ -152,4 +160,69 @@ func recorded(t *testing.T, m *manager.Manager) api.Event {
 	}
 	t.Fatal("the call was not recorded within 5 s")
 	return api.Event{}
+}
+
+// TestTimeoutsOfKeyHolders: with the server's read and write timeouts far shorter than the
+// work, a key holder's long exec still gets its answer and a followed event stream still gets
+// events after them; what stays bounded is progress: a key holder's body that stalls is cut.
+func TestTimeoutsOfKeyHolders(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	url, key, _, _ := boundsAPI(t, nil, timeout)
+	auth := map[string]string{"Authorization": "Bearer " + key}
+	status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`)
+	var sb api.Sandbox
+	if status != http.StatusCreated || json.Unmarshal(env.Data, &sb) != nil {
+		t.Fatalf("create: %d %+v", status, env.Error)
+	}
+
+	// A followed stream outlives both timeouts: an event written after them arrives.
+	req, _ := http.NewRequest("GET", url+"/api/v1/events?follow=true&type=exec.exited", nil)
+	req.Header.Set("Authorization", auth["Authorization"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "event: event") {
+				got <- sc.Text()
+				return
+			}
+		}
+		got <- "end of stream: " + fmt.Sprint(sc.Err())
+	}()
+
+	// An exec longer than the write timeout gets its answer.
+	if status, env := call(t, "POST", url+"/api/v1/sandboxes/"+sb.ID+"/exec", key, `{"command":"sleep 1s"}`); status != http.StatusOK {
+		t.Errorf("exec of 1 s under a %v write timeout: %d %+v", timeout, status, env.Error)
+	}
+	select {
+	case line := <-got:
+		if line != "event: event" {
+			t.Errorf("followed events: %s, want the exec's event", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no event on the followed stream within 10 s")
+	}
+
+	// A key holder's JSON body that stalls is cut after the read timeout, with a clear error.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/sandboxes/%s/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{\"comm", sb.ID, key)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	t0 := time.Now()
+	answer, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	answer.Body.Close()
+	if took := time.Since(t0); answer.StatusCode != http.StatusBadRequest || took > 5*time.Second {
+		t.Errorf("stalled body: %s after %v, want 400 after about %v", answer.Status, took, timeout)
+	}
 }

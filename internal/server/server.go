@@ -33,6 +33,9 @@ type Config struct {
 	Metrics http.Handler
 	// Webhooks serves the webhook routes; nil answers 503.
 	Webhooks *webhook.Dispatcher
+	// ReadTimeout and WriteTimeout are the http.Server's: the API lifts them for a key holder's
+	// request and bounds its progress by them instead (deadlines.go). Zero: no deadlines.
+	ReadTimeout, WriteTimeout time.Duration
 	// Unauthenticated, when set, counts a request refused with 401, by reason (metrics'
 	// Unauthenticated). Such requests are counted, never recorded.
 	Unauthenticated func(reason string)
@@ -107,7 +110,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			keyID = key
-			r = r.WithContext(tenant.With(r.Context(), ten))
+			r = s.lift(w, r.WithContext(tenant.With(r.Context(), ten)), rt.doc.rawBody)
 			log = log.With("tenant", ten)
 		}
 		data, err := rt.handle(s, w, r)
@@ -115,11 +118,13 @@ func (s *Server) wrap(rt route) http.Handler {
 		switch {
 		case errors.Is(err, written):
 		case err != nil:
+			s.writeDeadline(w)
 			writeError(w, log, err)
 		default:
 			if r.Method == http.MethodPost && rt.doc.created {
 				status = http.StatusCreated
 			}
+			s.writeDeadline(w)
 			writeJSON(w, status, data)
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
