@@ -134,6 +134,16 @@ func (c *conn) Close() error {
 	return err
 }
 
+// CloseWrite keeps the connection's half-close, which net/http uses to end an answer it closes
+// the connection after (a 431, a 400): without it the client waits for the full close, half a
+// second later.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // ReadFrom keeps the connection's own ReadFrom (sendfile, splice) for net/http's responses,
 // which use it when the connection has one: a download goes from the file to the socket
 // without a copy through user space.
