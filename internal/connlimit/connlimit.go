@@ -120,6 +120,12 @@ func client(a net.Addr) netip.Prefix {
 	return p
 }
 
+// What net/http looks for on a connection, kept through the wrapper.
+var (
+	_ interface{ CloseWrite() error } = (*conn)(nil)
+	_ io.ReaderFrom                   = (*conn)(nil)
+)
+
 // conn is an accepted connection; closing it gives its place back, once.
 type conn struct {
 	net.Conn
