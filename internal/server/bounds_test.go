@@ -28,16 +28,7 @@ import (
 // its URL, a key of tenant t1, the manager and the store.
 func boundsAPI(t *testing.T, mx *airmetrics.Metrics, timeout time.Duration) (string, string, *manager.Manager, *store.Store) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	key, _, err := st.CreateKey(ctx, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, keys := openStore(t, "t1")
 	drivers := driver.NewRegistry()
 	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
 	log := slog.New(slog.DiscardHandler)
@@ -48,7 +39,26 @@ func boundsAPI(t *testing.T, mx *airmetrics.Metrics, timeout time.Duration) (str
 	srv.Config.ReadTimeout, srv.Config.WriteTimeout = timeout, timeout
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv.URL, key, m, st
+	return srv.URL, keys[0], m, st
+}
+
+// openStore opens a store in a temporary directory, closed when t ends, with a key for each
+// tenant, returned in order.
+func openStore(t *testing.T, tenants ...string) (*store.Store, []string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	keys := make([]string, len(tenants))
+	for i, ten := range tenants {
+		if keys[i], _, err = st.CreateKey(ctx, ten); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, keys
 }
 
 // send makes one request with the given headers and returns its status.
