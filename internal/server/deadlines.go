@@ -15,8 +15,9 @@ import (
 // answer must be taken within WriteTimeout of being ready (writeDeadline; a stream: each
 // piece), an upload's body must keep coming (each read within ReadTimeout). Other bodies keep
 // the server's deadline for the whole request; net/http clears it once a body is read, so a
-// long handler or a followed stream is not cut by it. A WebSocket is outside all of this once
-// hijacked (websocket.Accept clears the deadlines).
+// long handler or a followed stream is not cut by it. A WebSocket is outside the server's
+// deadlines once hijacked (websocket.Accept clears them); its handlers give each message
+// WriteTimeout instead (websocket.Conn.SetWriteTimeout).
 
 // downloadChunk is how much of a download must be taken within WriteTimeout: 1 MiB a minute
 // by default is a floor no real client is under, and each chunk still goes by sendfile.

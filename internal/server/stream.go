@@ -62,6 +62,7 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
+	c.SetWriteTimeout(s.cfg.WriteTimeout) // a client that stops reading is cut, the command ended
 	fail := func(err error) (any, error) {
 		_, e := errorStatus(err)
 		sendFrame(c, api.Frame{Type: api.FrameError, Error: &e})
@@ -227,6 +228,7 @@ func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string,
 		return nil, written
 	}
 	defer c.CloseNow()
+	c.SetWriteTimeout(s.cfg.WriteTimeout) // a client that stops reading is cut
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	go func() {
