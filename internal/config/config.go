@@ -50,6 +50,9 @@ type Config struct {
 	Database DatabaseConfig `json:"database"`
 	// Limits are the daemon's quotas.
 	Limits LimitsConfig `json:"limits"`
+	// Server bounds the API's connections and requests, so that clients without a key cannot
+	// exhaust the daemon's file descriptors, memory or time.
+	Server ServerConfig `json:"server"`
 	// Process configures the process isolation level.
 	Process ProcessConfig `json:"process"`
 	// Network configures sandboxes' networks (SPEC §4).
@@ -245,6 +248,35 @@ type LimitsConfig struct {
 	MaxPoolSandboxes int `json:"maxPoolSandboxes"`
 }
 
+// ServerConfig bounds the HTTP API (README, "Bounded for strangers"). A request
+// without a valid key is held to every bound; a key holder's long work (an exec of many minutes,
+// an upload of a GiB, a followed log) is bounded by its progress instead.
+type ServerConfig struct {
+	// ReadTimeoutSeconds bounds reading a request: its headers (within at most 10 s) and body
+	// must arrive within it. A key holder's upload may take longer as long as data keeps coming:
+	// it fails after this long without any. Default 60.
+	ReadTimeoutSeconds int `json:"readTimeoutSeconds"`
+	// WriteTimeoutSeconds bounds writing an answer once it is ready: the client must take it
+	// within this long. The work before it (an exec, a pull) does not count; a stream (a
+	// download, a followed log or events, a WebSocket) lasts as long as the client keeps
+	// reading, and is cut after this long without progress. Default 60.
+	WriteTimeoutSeconds int `json:"writeTimeoutSeconds"`
+	// IdleTimeoutSeconds closes a keep-alive connection after this long without a request,
+	// which frees its place under the connection caps. Default 60.
+	IdleTimeoutSeconds int `json:"idleTimeoutSeconds"`
+	// MaxHeaderBytes caps a request's line and headers (HTTP 431 beyond). Default 64 KiB.
+	MaxHeaderBytes int `json:"maxHeaderBytes"`
+	// MaxConnections caps the API's open connections, idle keep-alive ones and streams
+	// included: past it a new connection is closed as soon as it is accepted. Keep it well under
+	// the daemon's open-file limit (RLIMIT_NOFILE, raised to its hard limit at start), which
+	// sandboxes use too. Default 4096.
+	MaxConnections int `json:"maxConnections"`
+	// MaxConnectionsPerClient caps the open connections from one client address (an IPv4
+	// address, an IPv6 /64), so that one client cannot take every place; it must be below
+	// MaxConnections. On loopback every local client is 127.0.0.1 or ::1. Default 512.
+	MaxConnectionsPerClient int `json:"maxConnectionsPerClient"`
+}
+
 // ProcessConfig is the file form of process.Config.
 type ProcessConfig struct {
 	// CgroupParent is the cgroup under which every sandbox's cgroup is made. Default "airlock".
@@ -263,11 +295,13 @@ func Default() Config {
 	p := process.DefaultConfig()
 	cd := container.DefaultConfig()
 	return Config{
-		Version:   Version,
-		DataDir:   defaultDataDir(),
-		Listen:    "127.0.0.1:7070",
-		Database:  DatabaseConfig{Sync: "normal"},
-		Limits:    LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
+		Version:  Version,
+		DataDir:  defaultDataDir(),
+		Listen:   "127.0.0.1:7070",
+		Database: DatabaseConfig{Sync: "normal"},
+		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
+		Server: ServerConfig{ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 60, IdleTimeoutSeconds: 60, MaxHeaderBytes: 64 << 10,
+			MaxConnections: 4096, MaxConnectionsPerClient: 512},
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
@@ -324,6 +358,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxSandboxesPerTenant < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.MaxUploadBytes < 1 {
 		return errors.New("config: limits.maxSandboxesPerTenant must be ≥ 1, maxBodyBytes ≥ 1024 and maxUploadBytes ≥ 1")
+	}
+	if err := c.Server.validate(); err != nil {
+		return err
 	}
 	if p := c.Process.CgroupParent; p == "" || filepath.IsAbs(p) || filepath.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
 		return fmt.Errorf("config: process.cgroupParent %q must be a clean relative cgroup path", c.Process.CgroupParent)
@@ -393,6 +430,25 @@ func (c Config) checkGrants() error {
 		if q.MaxSandboxes < 0 || q.MaxMemoryMB < 0 || q.MaxDiskMB < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 || q.MaxStoredMB < 0 {
 			return fmt.Errorf("config: tenants.%s: quotas must not be negative", where)
 		}
+	}
+	return nil
+}
+
+func (s ServerConfig) validate() error {
+	for _, t := range []struct {
+		name string
+		v    int
+	}{{"readTimeoutSeconds", s.ReadTimeoutSeconds}, {"writeTimeoutSeconds", s.WriteTimeoutSeconds}, {"idleTimeoutSeconds", s.IdleTimeoutSeconds}} {
+		if t.v < 1 || t.v > 3600 {
+			return fmt.Errorf("config: server.%s must be between 1 and 3600 (got %d)", t.name, t.v)
+		}
+	}
+	if s.MaxHeaderBytes < 4<<10 || s.MaxHeaderBytes > 16<<20 {
+		return fmt.Errorf("config: server.maxHeaderBytes must be between 4096 and 16777216 (got %d)", s.MaxHeaderBytes)
+	}
+	if s.MaxConnections < 2 || s.MaxConnectionsPerClient < 1 || s.MaxConnectionsPerClient >= s.MaxConnections {
+		return fmt.Errorf("config: server.maxConnectionsPerClient (%d) must be ≥ 1 and below server.maxConnections (%d), "+
+			"so that one client cannot take every connection", s.MaxConnectionsPerClient, s.MaxConnections)
 	}
 	return nil
 }

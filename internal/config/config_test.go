@@ -46,6 +46,15 @@ func TestLoad(t *testing.T) {
 		{"webhooks zero attempts", `{"webhooks":{"maxAttempts":0}}`, "webhooks.maxAttempts"},
 		{"webhooks long timeout", `{"webhooks":{"timeoutSeconds":301}}`, "webhooks.timeoutSeconds"},
 		{"webhooks negative queue", `{"webhooks":{"queueSize":-1}}`, "webhooks.queueSize"},
+		{"server section", `{"server":{"readTimeoutSeconds":30,"writeTimeoutSeconds":30,"idleTimeoutSeconds":10,"maxHeaderBytes":32768,"maxConnections":100,"maxConnectionsPerClient":10}}`, ""},
+		{"server partial keeps defaults", `{"server":{"idleTimeoutSeconds":5}}`, ""},
+		{"server zero read timeout", `{"server":{"readTimeoutSeconds":0}}`, "server.readTimeoutSeconds"},
+		{"server long write timeout", `{"server":{"writeTimeoutSeconds":3601}}`, "server.writeTimeoutSeconds"},
+		{"server zero idle timeout", `{"server":{"idleTimeoutSeconds":0}}`, "server.idleTimeoutSeconds"},
+		{"server tiny header cap", `{"server":{"maxHeaderBytes":100}}`, "server.maxHeaderBytes"},
+		{"server one client takes all", `{"server":{"maxConnections":100,"maxConnectionsPerClient":100}}`, "server.maxConnectionsPerClient"},
+		{"server per client above total", `{"server":{"maxConnections":10}}`, "server.maxConnectionsPerClient"},
+		{"server no connections", `{"server":{"maxConnectionsPerClient":0}}`, "server.maxConnectionsPerClient"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")

@@ -4,7 +4,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,23 +100,23 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	if err := d.m.StartPools(ctx, cfg.Pools); err != nil {
 		return nil, err
 	}
+	read, write := seconds(cfg.Server.ReadTimeoutSeconds), seconds(cfg.Server.WriteTimeoutSeconds)
 	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version,
-		Metrics: mx.Handler(), Webhooks: d.hooks},
+		Metrics: mx.Handler(), Webhooks: d.hooks, Unauthenticated: mx.Unauthenticated, RateLimited: mx.RateLimited, ReadTimeout: read, WriteTimeout: write},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
+	// Every bound holds for a request without a key; the API lifts the read and write timeouts
+	// for a key holder's long work and bounds its progress instead (internal/server/deadlines.go).
 	d.srv = &http.Server{
 		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, read),
+		ReadTimeout:       read,
+		WriteTimeout:      write,
+		IdleTimeout:       seconds(cfg.Server.IdleTimeoutSeconds),
+		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	if cfg.TLS.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
-		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
-		}
-		d.ln = tls.NewListener(d.ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if d.ln, err = listen(cfg, mx, log); err != nil {
+		return nil, err
 	}
 	ok = true
 	return d, nil

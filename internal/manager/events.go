@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -45,7 +46,9 @@ type Request struct {
 
 // RecordRequest records an API call (a change, or a refusal) of the tenant in ctx as an
 // api.request event: of its sandbox when the path names one the tenant owns, else of the tenant.
+// Every string the client chose is capped first (see capRequest).
 func (m *Manager) RecordRequest(ctx context.Context, r Request) {
+	r = capRequest(r)
 	ten := tenant.From(ctx)
 	e := api.Event{ID: sandbox.NewOrderedID("evt_"), Type: api.EventAPIRequest, Time: time.Now().UTC(),
 		Message: r.Method + " " + r.Path + " → " + strconv.Itoa(r.Status),
@@ -73,6 +76,42 @@ func (m *Manager) RecordRequest(ctx context.Context, r Request) {
 		}
 	}
 	m.events.Add(store.TenantEvent{Tenant: ten, Event: e})
+}
+
+// Caps of the strings of a recorded Request, in bytes: a request is recorded whatever it
+// carried, so what it carried must not decide how much is stored. They are far above what the
+// SDKs and the CLI send (a sandbox ID is 30 bytes).
+const (
+	maxMethod    = 16
+	maxPath      = 1 << 10
+	maxSandboxID = 128
+	maxRemote    = 64
+	maxUserAgent = 256
+)
+
+// capRequest caps r's strings, so that an API call's record is small whatever the client sent
+// (a 900 KB User-Agent made one record of 900 KB). The one place where a Request's size is
+// bounded: RecordRequest calls it before anything is built from r.
+func capRequest(r Request) Request {
+	r.Method = capString(r.Method, maxMethod)
+	r.Path = capString(r.Path, maxPath)
+	r.SandboxID = capString(r.SandboxID, maxSandboxID)
+	r.Remote = capString(r.Remote, maxRemote)
+	r.UserAgent = capString(r.UserAgent, maxUserAgent)
+	return r
+}
+
+// capString keeps at most n bytes of s (cut at a UTF-8 boundary) and says how much was cut, e.g.
+// "Mozilla/5.0 (X11; …[+9120 bytes]", so that a reader of the record knows it is not whole.
+func capString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[+" + strconv.Itoa(len(s)-cut) + " bytes]"
 }
 
 // Events returns one page of the events f selects among the tenant's in ctx: of one sandbox

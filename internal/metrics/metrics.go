@@ -67,6 +67,9 @@ type Metrics struct {
 	webhooks      *prometheus.CounterVec   // outcome
 	auditWritten  prometheus.Counter
 	auditDropped  prometheus.Counter
+	unauthn       *prometheus.CounterVec // reason
+	rateLimited   prometheus.Counter
+	connRefused   *prometheus.CounterVec // reason
 
 	state *stateCollector
 }
@@ -114,6 +117,18 @@ func New() *Metrics {
 			Name: "airlock_audit_events_dropped_total",
 			Help: "Events that could not be written to the audit log.",
 		}),
+		unauthn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_api_unauthenticated_total",
+			Help: "API requests refused with 401 (counted, never stored), by reason: missing (no bearer key) or invalid (unknown or revoked).",
+		}, []string{"reason"}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_api_rate_limited_total",
+			Help: "API requests refused with 429 because their tenant was past its request rate (counted, never stored).",
+		}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_api_connections_refused_total",
+			Help: "API connections closed as soon as accepted, by the cap they were over: client (server.maxConnectionsPerClient) or total (server.maxConnections).",
+		}, []string{"reason"}),
 		state: newStateCollector(),
 	}
 	// Series that alerts compare against exist from the start, at 0, instead of appearing with
@@ -126,11 +141,17 @@ func New() *Metrics {
 	for _, o := range []string{WebhookDelivered, WebhookRetried, WebhookFailed, WebhookDropped} {
 		m.webhooks.WithLabelValues(o)
 	}
+	for _, r := range []string{UnauthenticatedMissing, UnauthenticatedInvalid} {
+		m.unauthn.WithLabelValues(r)
+	}
+	for _, r := range []string{RefusedClient, RefusedTotal} {
+		m.connRefused.WithLabelValues(r)
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.createSeconds, m.createErrors, m.execSeconds, m.limitHits, m.egress, m.events, m.webhooks,
-		m.auditWritten, m.auditDropped, m.state,
+		m.auditWritten, m.auditDropped, m.unauthn, m.rateLimited, m.connRefused, m.state,
 	)
 	return m
 }
@@ -234,11 +255,12 @@ func (m *Metrics) AuditDropped(n int) {
 
 // stateCollector reports the daemon's state from its sources at scrape time.
 type stateCollector struct {
-	sandboxes, poolSandboxes, poolClaims *prometheus.Desc
+	sandboxes, poolSandboxes, poolClaims, connections *prometheus.Desc
 
 	mu        sync.Mutex // guards the sources
 	sandboxFn func() []SandboxCount
 	poolFn    func() []api.PoolStatus
+	connFn    func() int
 }
 
 func newStateCollector() *stateCollector {
@@ -252,6 +274,8 @@ func newStateCollector() *stateCollector {
 		poolClaims: prometheus.NewDesc("airlock_pool_claims_total",
 			"Creates with a warm pool's shape: hit (got a ready sandbox) or miss (found it empty, created cold).",
 			[]string{"pool", "result"}, nil),
+		connections: prometheus.NewDesc("airlock_api_connections",
+			"Open API connections (idle keep-alive ones included), as counted against server.maxConnections.", nil, nil),
 	}
 }
 
@@ -260,13 +284,17 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.sandboxes
 	ch <- c.poolSandboxes
 	ch <- c.poolClaims
+	ch <- c.connections
 }
 
 // Collect implements prometheus.Collector.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	sandboxFn, poolFn := c.sandboxFn, c.poolFn
+	sandboxFn, poolFn, connFn := c.sandboxFn, c.poolFn, c.connFn
 	c.mu.Unlock()
+	if connFn != nil {
+		ch <- prometheus.MustNewConstMetric(c.connections, prometheus.GaugeValue, float64(connFn()))
+	}
 	if sandboxFn != nil {
 		// Rows of one status and level are summed: a duplicate series would fail the scrape.
 		type key struct{ status, level string }

@@ -41,6 +41,10 @@ func TestCounters(t *testing.T) {
 	m.AuditDropped(2)
 	m.AuditDropped(0)
 	m.AuditWritten(-1)
+	m.Unauthenticated(UnauthenticatedMissing)
+	m.Unauthenticated(UnauthenticatedMissing)
+	m.Unauthenticated(UnauthenticatedInvalid)
+	m.ConnectionRefused(RefusedClient)
 
 	fams := scrape(t, m.Handler())
 	tests := []struct {
@@ -63,6 +67,10 @@ func TestCounters(t *testing.T) {
 		{"airlock_webhook_deliveries_total", map[string]string{"outcome": "dropped"}, 0},
 		{"airlock_audit_events_written_total", nil, 10},
 		{"airlock_audit_events_dropped_total", nil, 2},
+		{"airlock_api_unauthenticated_total", map[string]string{"reason": "missing"}, 2},
+		{"airlock_api_unauthenticated_total", map[string]string{"reason": "invalid"}, 1},
+		{"airlock_api_connections_refused_total", map[string]string{"reason": "client"}, 1},
+		{"airlock_api_connections_refused_total", map[string]string{"reason": "total"}, 0},
 	}
 	for _, tt := range tests {
 		if got := fams.Value(tt.name, tt.labels); got != tt.want {
@@ -151,7 +159,7 @@ func TestHistograms(t *testing.T) {
 func TestSources(t *testing.T) {
 	m := New()
 	fams := scrape(t, m.Handler())
-	if fams["airlock_sandboxes"] != nil || fams["airlock_pool_sandboxes"] != nil {
+	if fams["airlock_sandboxes"] != nil || fams["airlock_pool_sandboxes"] != nil || fams["airlock_api_connections"] != nil {
 		t.Fatal("state series without a source")
 	}
 
@@ -168,6 +176,7 @@ func TestSources(t *testing.T) {
 		{Pool: api.Pool{Name: "sh"}, Ready: 0, Warming: 2},
 	}
 	m.SetPoolSource(func() []api.PoolStatus { return pools })
+	m.SetConnectionSource(func() int { return 7 })
 
 	fams = scrape(t, m.Handler())
 	if calls != 1 {
@@ -187,6 +196,7 @@ func TestSources(t *testing.T) {
 		{"airlock_pool_claims_total", map[string]string{"pool": "py", "result": "hit"}, 5},
 		{"airlock_pool_claims_total", map[string]string{"pool": "py", "result": "miss"}, 2},
 		{"airlock_pool_claims_total", map[string]string{"pool": "sh", "result": "hit"}, 0},
+		{"airlock_api_connections", nil, 7},
 	}
 	for _, tt := range tests {
 		if got := fams.Value(tt.name, tt.labels); got != tt.want {
@@ -223,6 +233,9 @@ func TestNil(t *testing.T) {
 	m.WebhookDelivery(WebhookFailed)
 	m.AuditWritten(1)
 	m.AuditDropped(1)
+	m.Unauthenticated(UnauthenticatedInvalid)
+	m.ConnectionRefused(RefusedTotal)
+	m.SetConnectionSource(func() int { return 0 })
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusServiceUnavailable {

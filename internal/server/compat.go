@@ -116,6 +116,7 @@ func compatRun(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	}()
 	select {
 	case execID := <-started:
+		s.writeDeadline(w)
 		writeJSON(w, http.StatusAccepted, api.CompatRun{RunID: execID, Status: api.ExecRunning})
 		return nil, written
 	case err := <-failed:

@@ -36,7 +36,7 @@ func events(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := s.m.CheckEvents(r.Context(), f); err != nil {
 		return nil, err
 	}
-	ctx, send, stop := startSSE(w, r, "airlock events")
+	ctx, send, stop := s.startSSE(w, r, "airlock events")
 	defer stop()
 	f.Limit = 1000
 	err = s.m.FollowEvents(ctx, f, func(e api.Event) error { return sendSSE(send, "event", e.Seq, e) })

@@ -131,16 +131,21 @@ var (
 
 func (s *fakeSandbox) ID() string { return s.id }
 
-// Exec prints the sandbox's environment as K=V lines, sorted. Two commands (the last word of
-// the command line, e.g. sh -c's script) act on its files instead: "put NAME TEXT" writes one,
-// "files" prints them as NAME=TEXT lines, sorted.
+// Exec prints the sandbox's environment as K=V lines, sorted. Three commands (the last word of
+// the command line, e.g. sh -c's script) do something else: "put NAME TEXT" writes a file,
+// "files" prints them as NAME=TEXT lines, sorted, and "sleep DURATION" waits (a long exec).
 func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	s.level.mu.Lock()
-	defer s.level.mu.Unlock()
 	var script []string
 	if len(req.Command) > 0 {
 		script = strings.Fields(req.Command[len(req.Command)-1])
 	}
+	if len(script) == 2 && script[0] == "sleep" {
+		d, err := time.ParseDuration(script[1])
+		time.Sleep(d)
+		return sandbox.ExecResult{}, err
+	}
+	s.level.mu.Lock()
+	defer s.level.mu.Unlock()
 	kv := s.spec.Environment
 	switch {
 	case len(script) == 3 && script[0] == "put":

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/airlockrun/airlock/internal/manager"
 	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/metrics/metricstest"
-	"github.com/airlockrun/airlock/internal/store"
 )
 
 // TestPromMetrics wires the metrics as the daemon does (the manager times creates and execs, the
@@ -24,15 +22,8 @@ import (
 // text exposition, outside the JSON envelope, says so. Without metrics, /metrics answers 503.
 func TestPromMetrics(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	key, _, err := st.CreateKey(ctx, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, keys := openStore(t, "t1")
+	key := keys[0]
 	drivers := driver.NewRegistry()
 	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
 	log := slog.New(slog.DiscardHandler)

@@ -18,6 +18,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/manager"
+	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 	"github.com/airlockrun/airlock/internal/webhook"
@@ -35,6 +36,15 @@ type Config struct {
 	Metrics http.Handler
 	// Webhooks serves the webhook routes; nil answers 503.
 	Webhooks *webhook.Dispatcher
+	// ReadTimeout and WriteTimeout are the http.Server's: the API lifts them for a key holder's
+	// request and bounds its progress by them instead (deadlines.go). Zero: no deadlines.
+	ReadTimeout, WriteTimeout time.Duration
+	// Unauthenticated, when set, counts a request refused with 401, by reason (metrics'
+	// Unauthenticated). Such requests are counted, never recorded.
+	Unauthenticated func(reason string)
+	// RateLimited, when set, counts a request refused with 429 for its tenant's request rate;
+	// such requests are not recorded either, or a tenant past its rate would grow the store.
+	RateLimited func()
 }
 
 // Images is the daemon's image store, which the image API serves: Store, or Err saying why
@@ -104,9 +114,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		if !rt.public {
 			who, err := s.authenticate(r)
 			if err != nil {
+				// Not recorded (SPEC §0): what a stranger sends must not grow the store. The
+				// refusal is counted in the metrics (authenticate).
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				writeError(w, log, err)
-				s.audit(r, r.PathValue("id"), "", t0, err, 0)
 				return
 			}
 			keyID = who.KeyID
@@ -114,13 +125,20 @@ func (s *Server) wrap(rt route) http.Handler {
 			if who.Admin {
 				ctx = tenant.WithAdmin(ctx)
 			}
-			r = r.WithContext(ctx)
+			r = s.lift(w, r.WithContext(ctx), rt.doc.rawBody)
 			log = log.With("tenant", who.Tenant)
 		}
 		var data any
 		var err error
 		if !rt.public {
-			err = s.admit(w, r, rt)
+			if err := s.rateLimit(w, r); err != nil {
+				writeError(w, log, err)
+				if s.cfg.RateLimited != nil {
+					s.cfg.RateLimited()
+				}
+				return
+			}
+			err = s.admit(r, rt)
 		}
 		if err == nil {
 			data, err = rt.handle(s, w, r)
@@ -130,11 +148,13 @@ func (s *Server) wrap(rt route) http.Handler {
 		switch {
 		case errors.Is(err, written):
 		case err != nil:
+			s.writeDeadline(w)
 			writeError(w, log, err)
 		default:
 			if r.Method == http.MethodPost && rt.doc.created {
 				status = http.StatusCreated
 			}
+			s.writeDeadline(w)
 			writeJSON(w, status, data)
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
@@ -148,8 +168,9 @@ func (s *Server) wrap(rt route) http.Handler {
 	})
 }
 
-// audit records an API call that changed something or was refused (the audit log's "who did
-// what, from where"): ok calls give their status, refusals their error.
+// audit records an API call of a key holder that changed something or was refused (the audit
+// log's "who did what, from where"): ok calls give their status, refusals their error. Calls
+// without a valid key are only counted (wrap).
 func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, err error, status int) {
 	if s.m == nil {
 		return // a server of the image API alone (tests)
@@ -163,15 +184,20 @@ func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, e
 	s.m.RecordRequest(r.Context(), req)
 }
 
-// admit refuses an authenticated request its tenant's rate quota does not allow (429 with
-// Retry-After), and one of an admin route made with a tenant key (403).
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) error {
+// rateLimit refuses an authenticated request its tenant's rate quota does not allow (429 with
+// Retry-After).
+func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request) error {
 	ten := tenant.From(r.Context())
 	if ok, wait := s.rates.allow(ten, time.Now()); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		return &errdefs.FieldError{Field: "quota.requestsPerSecond", Kind: errdefs.ErrQuota,
 			Message: fmt.Sprintf("tenant %q is sending requests faster than its quota allows; retry after %s", ten, wait.Round(time.Millisecond))}
 	}
+	return nil
+}
+
+// admit refuses a request of an admin route made with a tenant key (403).
+func (s *Server) admit(r *http.Request, rt route) error {
 	if rt.doc.admin && !tenant.IsAdmin(r.Context()) {
 		return errdefs.New(errdefs.ErrPermissionDenied, "%s %s changes a daemon-wide resource: it needs an admin key (the operator's: airlock keys create --admin), not a tenant key",
 			r.Method, rt.path)
@@ -184,16 +210,24 @@ func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || key == "" {
+		s.unauthenticated(airmetrics.UnauthenticatedMissing)
 		return store.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
 	}
 	who, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnauthenticated) {
+			s.unauthenticated(airmetrics.UnauthenticatedInvalid)
 			return store.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
 		}
 		return store.Principal{}, err
 	}
 	return who, nil
+}
+
+func (s *Server) unauthenticated(reason string) {
+	if s.cfg.Unauthenticated != nil {
+		s.cfg.Unauthenticated(reason)
+	}
 }
 
 func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

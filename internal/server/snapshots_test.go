@@ -19,7 +19,6 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/store"
 )
 
 // TestSnapshotRouting: each snapshot route is served by its own pattern, and a method or path
@@ -200,18 +199,8 @@ func TestSnapshotOpenAPI(t *testing.T) {
 // the snapshot directory.
 func snapshotAPI(t *testing.T, cfg manager.Config) (url, key, other string, level *fakeLevel, dir string) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if key, _, err = st.CreateKey(ctx, "t1"); err != nil {
-		t.Fatal(err)
-	}
-	if other, _, err = st.CreateKey(ctx, "t2"); err != nil {
-		t.Fatal(err)
-	}
+	st, keys := openStore(t, "t1", "t2")
+	key, other = keys[0], keys[1]
 	level = &fakeLevel{live: map[string]*fakeSandbox{}}
 	drivers := driver.NewRegistry()
 	drivers.Register(level)
@@ -661,16 +650,8 @@ func TestSnapshotQuota(t *testing.T) {
 // TestSnapshotsUnavailable: without a snapshot store the snapshot routes answer 503, and what
 // does not need one still works.
 func TestSnapshotsUnavailable(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	key, _, err := st.CreateKey(ctx, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, keys := openStore(t, "t1")
+	key := keys[0]
 	drivers := driver.NewRegistry()
 	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
 	log := slog.New(slog.DiscardHandler)

@@ -62,6 +62,7 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
+	c.SetWriteTimeout(s.cfg.WriteTimeout) // a client that stops reading is cut, the command ended
 	fail := func(err error) (any, error) {
 		_, e := errorStatus(err)
 		sendFrame(c, api.Frame{Type: api.FrameError, Error: &e})
@@ -162,7 +163,7 @@ func logs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since int64) (any, error) {
-	ctx, send, stop := startSSE(w, r, "airlock logs of "+id)
+	ctx, send, stop := s.startSSE(w, r, "airlock logs of "+id)
 	defer stop()
 	err := s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
 		return sendSSE(send, "log", e.Seq, e)
@@ -174,19 +175,21 @@ func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since
 }
 
 // startSSE answers r with a text/event-stream whose first line is a comment naming it. send
-// writes and flushes raw SSE text; a comment every 15 s keeps proxies from closing a quiet
-// stream. ctx ends when the client goes away; call stop when done.
-func startSSE(w http.ResponseWriter, r *http.Request, banner string) (ctx context.Context, send func(string) error, stop func()) {
+// writes and flushes raw SSE text, within WriteTimeout (a client that stops reading is cut); a
+// comment every 15 s keeps proxies from closing a quiet stream. ctx ends when the client goes
+// away; call stop when done.
+func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, banner string) (ctx context.Context, send func(string) error, stop func()) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	var mu sync.Mutex // guards w between the stream and the heartbeat
-	send = func(s string) error {
+	send = func(text string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, err := io.WriteString(w, s); err != nil {
+		s.writeDeadline(w)
+		if _, err := io.WriteString(w, text); err != nil {
 			return err
 		}
 		return rc.Flush()
@@ -225,6 +228,7 @@ func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string,
 		return nil, written
 	}
 	defer c.CloseNow()
+	c.SetWriteTimeout(s.cfg.WriteTimeout) // a client that stops reading is cut
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	go func() {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/manager"
-	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/webhook"
 )
 
@@ -29,17 +27,8 @@ import (
 func webhookAPI(t *testing.T, hooks bool) (url, key1, key2 string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if key1, _, err = st.CreateKey(ctx, "t1"); err != nil {
-		t.Fatal(err)
-	}
-	if key2, _, err = st.CreateKey(ctx, "t2"); err != nil {
-		t.Fatal(err)
-	}
+	st, keys := openStore(t, "t1", "t2")
+	key1, key2 = keys[0], keys[1]
 	log := slog.New(slog.DiscardHandler)
 	var cfg Config
 	if hooks {

@@ -55,6 +55,8 @@ type Conn struct {
 	readErr   error         // guarded by readSem; once set, every read returns it
 	readLimit atomic.Int64
 
+	writeTimeout atomic.Int64 // a time.Duration; 0: none (SetWriteTimeout)
+
 	// writeMu guards bw, writeErr, closeSent, hdrBuf and maskBuf: frames of
 	// concurrent writers must not interleave.
 	writeMu   sync.Mutex
@@ -94,6 +96,12 @@ func (c *Conn) SetReadLimit(n int64) {
 	}
 	c.readLimit.Store(n)
 }
+
+// SetWriteTimeout bounds every later message (WriteMessage, Ping): it must be written within
+// d, or the write fails and the connection is unusable for writing. A peer that stops reading
+// cannot hold a writer forever. Zero (the default) means no bound; SetWriteDeadline is then
+// the caller's.
+func (c *Conn) SetWriteTimeout(d time.Duration) { c.writeTimeout.Store(int64(d)) }
 
 // SetReadDeadline sets the deadline of reads on the underlying connection. A
 // read that times out leaves the connection unusable for reading.
@@ -263,7 +271,16 @@ func (c *Conn) WriteMessage(t MessageType, data []byte) error {
 	if c.closeSent {
 		return ErrClosed
 	}
+	c.startWriteLocked()
 	return c.writeFrameLocked(opcode(t), data)
+}
+
+// startWriteLocked gives the message about to be written its write timeout, if any. The caller
+// holds writeMu and has checked closeSent: once a close is under way, its own deadline holds.
+func (c *Conn) startWriteLocked() {
+	if d := time.Duration(c.writeTimeout.Load()); d > 0 {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(d))
+	}
 }
 
 // Ping sends a ping with an optional payload of up to 125 bytes. The peer's
@@ -277,6 +294,7 @@ func (c *Conn) Ping(data []byte) error {
 	if c.closeSent {
 		return ErrClosed
 	}
+	c.startWriteLocked()
 	return c.writeFrameLocked(opPing, data)
 }
 

@@ -326,3 +326,51 @@ func TestConcurrentWriters(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTimeout: a peer that stops reading fails the writer once the write timeout passes,
+// instead of holding it forever; a peer that reads is not bothered by it.
+func TestWriteTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		reads   bool
+		wantErr bool
+	}{
+		{"peer reads", true, false},
+		{"peer stops reading", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			url := startServer(t, func(conn *Conn) {
+				conn.SetWriteTimeout(200 * time.Millisecond)
+				msg := make([]byte, 64<<10)
+				// 64 MiB in all: far more than the sockets' buffers hold.
+				for range 1024 {
+					if err := conn.WriteMessage(Binary, msg); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			})
+			client := dial(t, url)
+			client.SetReadLimit(1 << 20)
+			if c.reads {
+				go func() {
+					for {
+						if _, _, err := client.ReadMessage(); err != nil {
+							return
+						}
+					}
+				}()
+			}
+			select {
+			case err := <-done:
+				if (err != nil) != c.wantErr {
+					t.Errorf("writer: %v, want an error: %v", err, c.wantErr)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the writer is still blocked after 20 s")
+			}
+		})
+	}
+}
