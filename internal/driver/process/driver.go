@@ -28,6 +28,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
 )
@@ -136,6 +137,9 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	networked := spec.Network.EgressPolicy != sandbox.EgressNone
 	if networked && d.cfg.Network == nil {
 		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
+	}
+	if err := rlimit.EnsureNoFile(uint64(spec.Resources.MaxOpenFiles)); err != nil {
+		return nil, err
 	}
 	var lowers []string
 	release := func() {}
