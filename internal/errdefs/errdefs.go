@@ -65,6 +65,11 @@ func Unavailable(field, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrUnavailable}
 }
 
+// TooLarge returns a *FieldError for a value of field larger than can be taken (HTTP 413).
+func TooLarge(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrTooLarge}
+}
+
 // kindError is a message that stands for one of the sentinels.
 type kindError struct {
 	msg  string
