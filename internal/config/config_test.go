@@ -37,6 +37,13 @@ func TestLoad(t *testing.T) {
 		{"webhooks zero attempts", `{"webhooks":{"maxAttempts":0}}`, "webhooks.maxAttempts"},
 		{"webhooks long timeout", `{"webhooks":{"timeoutSeconds":301}}`, "webhooks.timeoutSeconds"},
 		{"webhooks negative queue", `{"webhooks":{"queueSize":-1}}`, "webhooks.queueSize"},
+		{"host template paths", `{"hostTemplate":{"paths":["/usr/local/bin","/usr/bin/env"]}}`, ""},
+		{"host template path relative", `{"hostTemplate":{"paths":["usr/local"]}}`, "hostTemplate.paths[0]"},
+		{"host template path unclean", `{"hostTemplate":{"paths":["/usr/local/../local"]}}`, "hostTemplate.paths[0]"},
+		{"host template path root", `{"hostTemplate":{"paths":["/"]}}`, "hostTemplate.paths[0]"},
+		{"host template path over /etc", `{"hostTemplate":{"paths":["/usr/bin","/etc/ssl"]}}`, "hostTemplate.paths[1]"},
+		{"host template path over /proc", `{"hostTemplate":{"paths":["/proc/1"]}}`, "hostTemplate.paths[0]"},
+		{"host template path missing", `{"hostTemplate":{"paths":["/usr/local/airlock-no-such-path"]}}`, "hostTemplate.paths[0]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
@@ -61,8 +68,12 @@ func TestLoad(t *testing.T) {
 func TestProcessDriverConfig(t *testing.T) {
 	c := Default()
 	c.DataDir = "/srv/airlock"
-	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock" || p.UIDBase != 2_000_000_000 {
+	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock" || p.UIDBase != 2_000_000_000 || p.HostPaths != nil {
 		t.Fatalf("%+v", p)
+	}
+	c.HostTemplate.Paths = []string{"/opt/sdk"}
+	if p := c.ProcessDriver(); len(p.HostPaths) != 1 || p.HostPaths[0] != "/opt/sdk" {
+		t.Fatalf("host paths: %+v", p.HostPaths)
 	}
 }
 

@@ -35,6 +35,7 @@ func Cases() []Case {
 		{"Mounts", testMounts, withPython},
 		{"HostProcessesInvisible", testHostProcesses, withPython},
 		{"HostFilesInvisible", testHostFiles, withPython},
+		{"UsrLocalHidden", testUsrLocalHidden, withPython},
 		{"LoopbackOnly", testLoopbackOnly, withPython},
 		{"NetworkRestricted", testNetworkRestricted, withPython},
 		{"BlockedSyscalls", testBlockedSyscalls, withPython},

@@ -264,6 +264,32 @@ print("done")`})
 	}
 }
 
+// testUsrLocalHidden: the host template binds the host's /usr but not its /usr/local, where
+// operators keep their own software, configuration and secrets: the sandbox sees an empty
+// directory there, and a file the host has in it cannot be read.
+func testUsrLocalHidden(t *testing.T, h *Harness) {
+	f, err := os.CreateTemp("/usr/local", "airlock-conformance-*")
+	if err != nil {
+		t.Fatalf("a host file in /usr/local: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	f.WriteString("host-secret-value")
+	f.Close()
+	os.Chmod(f.Name(), 0o644)
+	sb := h.New(t, sandbox.Spec{User: sandbox.UserRoot})
+	res := h.Exec(t, sb, 10*time.Second, Script{
+		Sh: "ls -A /usr/local | wc -l; cat " + f.Name() + " 2>/dev/null || echo unreadable",
+		Py: `
+import os
+print(len(os.listdir("/usr/local")))
+try:
+    print(open(` + pyLit(f.Name()) + `).read())
+except OSError:
+    print("unreadable")`,
+	})
+	expect(t, res, 0, "0\nunreadable")
+}
+
 // blockedSyscalls makes raw syscalls through ctypes, so no libc wrapper can hide the kernel's
 // answer.
 const blockedSyscalls = `

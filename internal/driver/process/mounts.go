@@ -136,13 +136,29 @@ func buildRoot(c *initConfig, fds []int) error {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
+	var covers []string // the Empty binds' tmpfs, read-only once every bind is made
 	for _, b := range r.Binds {
+		if b.Empty {
+			p, err := cover(b.Dst)
+			if err != nil {
+				return err
+			}
+			if p != "" {
+				covers = append(covers, p)
+			}
+			continue
+		}
 		from, err := src(b.Fd)
 		if err != nil {
 			return err
 		}
 		if err := bind(b, from); err != nil {
 			return err
+		}
+	}
+	for _, p := range covers {
+		if err := remount(p, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
 		}
 	}
 	if err := mountProc(); err != nil {
@@ -334,6 +350,22 @@ func mountDev() error {
 		return err
 	}
 	return unix.Mount("", "/newroot/dev", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+}
+
+// cover mounts an empty directory (a small tmpfs, writable until the caller remounts it) over
+// directory p of the sandbox, and returns where; a p that is not there is left alone ("").
+func cover(p string) (string, error) {
+	dst, err := resolveIn("/newroot", p)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(dst); err != nil || !st.IsDir() {
+		return "", nil
+	}
+	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=256,mode=0755"); err != nil {
+		return "", fmt.Errorf("cover %s: %w", p, err)
+	}
+	return dst, nil
 }
 
 // block makes a path inside the sandbox inaccessible: directories get an empty, read-only tmpfs

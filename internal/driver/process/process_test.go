@@ -288,3 +288,11 @@ func TestOutputDrainedAfterGrace(t *testing.T) {
 		t.Fatalf("captured %d and streamed %d of 100000 bytes", len(res.Stdout), w.n)
 	}
 }
+
+// TestHostPaths: the operator's hostTemplate.paths are bound read-only over the hidden
+// /usr/local (and elsewhere); the rest of /usr/local stays hidden.
+func TestHostPaths(t *testing.T) {
+	paths := drivertest.HostPaths(t)
+	d := newDriverWith(t, func(c *process.Config) { c.HostPaths = paths })
+	drivertest.CheckHostPaths(t, d, paths)
+}
