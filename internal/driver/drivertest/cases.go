@@ -36,6 +36,7 @@ func Cases() []Case {
 		{"HostProcessesInvisible", testHostProcesses, withPython},
 		{"HostFilesInvisible", testHostFiles, withPython},
 		{"UsrLocalHidden", testUsrLocalHidden, withPython},
+		{"ProcMasked", testProcMasked, withPython},
 		{"LoopbackOnly", testLoopbackOnly, withPython},
 		{"NetworkRestricted", testNetworkRestricted, withPython},
 		{"BlockedSyscalls", testBlockedSyscalls, withPython},

@@ -282,7 +282,9 @@ func remount(p string, flags uintptr) error {
 
 // procMasks are /proc files that tell about the host's kernel and hardware; they are covered by
 // /dev/null although the user namespace already denies most of them.
-var procMasks = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms"}
+var procMasks = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms",
+	// The host's, not the sandbox's: its boot parameters, its boot's id, its physical memory map.
+	"cmdline", "sys/kernel/random/boot_id", "iomem"}
 
 func mountProc() error {
 	if err := os.MkdirAll("/newroot/proc", 0o555); err != nil {
@@ -294,7 +296,9 @@ func mountProc() error {
 	for _, m := range procMasks {
 		p := "/newroot/proc/" + m
 		if _, err := os.Lstat(p); err == nil {
-			unix.Mount("/oldroot/dev/null", p, "", unix.MS_BIND, "")
+			if err := unix.Mount("/oldroot/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("mask /proc/%s: %w", m, err)
+			}
 		}
 	}
 	return nil
