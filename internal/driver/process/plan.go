@@ -127,6 +127,11 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
 			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.Rootfs)
 		}
+		if lower == "/" {
+			// The host itself, with every mount on it (/proc, /sys, the data dir...): not a
+			// root filesystem to copy on write, and no idmapped mount can be made of it.
+			return nil, errdefs.Invalid("rootfs", "%q is the host's own root; give a directory holding a root filesystem (an unpacked image, a debootstrap), or leave --rootfs out for the host template", spec.Rootfs)
+		}
 		r.Lowers = []string{lower}
 		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
 	} else {

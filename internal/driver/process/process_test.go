@@ -296,3 +296,21 @@ func TestHostPaths(t *testing.T) {
 	d := newDriverWith(t, func(c *process.Config) { c.HostPaths = paths })
 	drivertest.CheckHostPaths(t, d, paths)
 }
+
+// TestRootfsHostRoot: the host's own root (or a link to it) as a rootfs is refused as the field,
+// before any sandbox is started, not a failed setup.
+func TestRootfsHostRoot(t *testing.T) {
+	d := newDriver(t)
+	for _, root := range []string{"/", "/proc/self/root", "//"} {
+		spec := sandbox.Spec{Isolation: sandbox.LevelProcess, Rootfs: root}
+		sandbox.SetDefaults(&spec)
+		sb, err := d.Create(context.Background(), sandbox.NewID("sbx_"), spec)
+		if err == nil {
+			sb.Destroy(context.Background())
+		}
+		fe, ok := errors.AsType[*errdefs.FieldError](err)
+		if !ok || fe.Field != "rootfs" || !errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrSetup) {
+			t.Errorf("rootfs %q: %v, want an invalid rootfs", root, err)
+		}
+	}
+}
