@@ -55,6 +55,8 @@ type Config struct {
 	Server ServerConfig `json:"server"`
 	// Process configures the process isolation level.
 	Process ProcessConfig `json:"process"`
+	// HostTemplate configures the host template (SPEC §3) of the process and container levels.
+	HostTemplate HostTemplateConfig `json:"hostTemplate"`
 	// Network configures sandboxes' networks (SPEC §4).
 	Network NetworkConfig `json:"network"`
 	// Container is the container level: OCI runtimes.
@@ -290,6 +292,17 @@ type ProcessConfig struct {
 	OrphanGraceSeconds int `json:"orphanGraceSeconds"`
 }
 
+// HostTemplateConfig configures the host template: the host's /usr, /bin and /lib* read-only,
+// with /usr/local covered by an empty directory (operators keep their own software,
+// configuration and secrets there).
+type HostTemplateConfig struct {
+	// Paths are more host paths the template binds read-only at the same place in every
+	// sandbox, over the hidden /usr/local: e.g. "/usr/local/bin/tool" or "/opt/sdk". Absolute,
+	// clean and present on the host; not / nor under /proc, /dev, /etc, /tmp, /workspace, /home,
+	// /root or /.airlock (what the sandbox's own root has there). Default none.
+	Paths []string `json:"paths"`
+}
+
 // Default returns the configuration airlock runs with when nothing is set.
 func Default() Config {
 	p := process.DefaultConfig()
@@ -364,6 +377,9 @@ func (c Config) Validate() error {
 	}
 	if p := c.Process.CgroupParent; p == "" || filepath.IsAbs(p) || filepath.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
 		return fmt.Errorf("config: process.cgroupParent %q must be a clean relative cgroup path", c.Process.CgroupParent)
+	}
+	if err := c.HostTemplate.validate(); err != nil {
+		return err
 	}
 	if g := c.Process.OrphanGraceSeconds; g < 0 || g > 3600 {
 		return errors.New("config: process.orphanGraceSeconds must be between 0 and 3600")
@@ -599,7 +615,29 @@ func (c Config) ProcessDriver() process.Config {
 	p.CgroupParent, p.UIDBase = c.Process.CgroupParent, c.Process.UIDBase
 	p.StateDir = filepath.Join(c.DataDir, "process")
 	p.OrphanGrace = time.Duration(c.Process.OrphanGraceSeconds) * time.Second
+	p.HostPaths = c.HostTemplate.Paths
 	return p
+}
+
+// templateReserved are the sandbox paths the host template's own root has: an operator's path
+// may not go there.
+var templateReserved = []string{"/proc", "/dev", "/etc", "/tmp", "/workspace", "/home", "/root", "/.airlock"}
+
+func (h HostTemplateConfig) validate() error {
+	for i, p := range h.Paths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return fmt.Errorf("config: hostTemplate.paths[%d] %q must be a clean absolute path other than /", i, p)
+		}
+		for _, r := range templateReserved {
+			if p == r || strings.HasPrefix(p, r+"/") {
+				return fmt.Errorf("config: hostTemplate.paths[%d] %q: the sandbox's own %s is there", i, p, r)
+			}
+		}
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("config: hostTemplate.paths[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // checkListen refuses to send API keys in the clear over a network: a non-loopback address needs

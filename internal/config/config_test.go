@@ -55,6 +55,13 @@ func TestLoad(t *testing.T) {
 		{"server one client takes all", `{"server":{"maxConnections":100,"maxConnectionsPerClient":100}}`, "server.maxConnectionsPerClient"},
 		{"server per client above total", `{"server":{"maxConnections":10}}`, "server.maxConnectionsPerClient"},
 		{"server no connections", `{"server":{"maxConnectionsPerClient":0}}`, "server.maxConnectionsPerClient"},
+		{"host template paths", `{"hostTemplate":{"paths":["/usr/local/bin","/usr/bin/env"]}}`, ""},
+		{"host template path relative", `{"hostTemplate":{"paths":["usr/local"]}}`, "hostTemplate.paths[0]"},
+		{"host template path unclean", `{"hostTemplate":{"paths":["/usr/local/../local"]}}`, "hostTemplate.paths[0]"},
+		{"host template path root", `{"hostTemplate":{"paths":["/"]}}`, "hostTemplate.paths[0]"},
+		{"host template path over /etc", `{"hostTemplate":{"paths":["/usr/bin","/etc/ssl"]}}`, "hostTemplate.paths[1]"},
+		{"host template path over /proc", `{"hostTemplate":{"paths":["/proc/1"]}}`, "hostTemplate.paths[0]"},
+		{"host template path missing", `{"hostTemplate":{"paths":["/usr/local/airlock-no-such-path"]}}`, "hostTemplate.paths[0]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
@@ -79,8 +86,12 @@ func TestLoad(t *testing.T) {
 func TestProcessDriverConfig(t *testing.T) {
 	c := Default()
 	c.DataDir = "/srv/airlock"
-	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock" || p.UIDBase != 2_000_000_000 {
+	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock" || p.UIDBase != 2_000_000_000 || p.HostPaths != nil {
 		t.Fatalf("%+v", p)
+	}
+	c.HostTemplate.Paths = []string{"/opt/sdk"}
+	if p := c.ProcessDriver(); len(p.HostPaths) != 1 || p.HostPaths[0] != "/opt/sdk" {
+		t.Fatalf("host paths: %+v", p.HostPaths)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/audit"
 	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/metrics"
@@ -35,9 +36,11 @@ type Daemon struct {
 	lock  *os.File
 	store *store.Store
 	m     *manager.Manager
-	hooks *webhook.Dispatcher
-	srv   *http.Server
-	ln    net.Listener
+	// drivers are closed after the manager, once their sandboxes are gone.
+	drivers *driver.Registry
+	hooks   *webhook.Dispatcher
+	srv     *http.Server
+	ln      net.Listener
 }
 
 // Start opens the data dir (one daemon per data dir), recovers what a previous daemon left, and
@@ -71,6 +74,7 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 	// One image store for the levels (image: on create) and the image API.
 	images, imagesErr := levels.Images(cfg, true, log)
 	drivers := levels.Registry(cfg, network, images, log)
+	d.drivers = drivers
 	// One set of metrics: the manager times creates and execs, GET /metrics serves them, and the
 	// sandbox and pool gauges are read from the manager at each scrape.
 	mx := metrics.New()
@@ -151,6 +155,13 @@ func (d *Daemon) Stop() error {
 func (d *Daemon) close() {
 	if d.m != nil {
 		d.m.Close()
+	}
+	if d.drivers != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := d.drivers.Close(ctx); err != nil {
+			d.log.Warn("a level did not release all it holds", "err", err)
+		}
+		cancel()
 	}
 	if d.hooks != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

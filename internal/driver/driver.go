@@ -44,6 +44,14 @@ type Sweeper interface {
 	Sweep(ctx context.Context)
 }
 
+// Closer is a level that holds host state of its own beside its sandboxes' (mounts its
+// sandboxes share, say). Close releases it once the level's sandboxes are gone: the daemon calls
+// it at a clean stop, after ending them. A level whose sandboxes outlive it (adoptable ones) keeps
+// what they need.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
 // Capabilities are static facts about a level on this host.
 type Capabilities struct {
 	Level     string   `json:"level"`

@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -58,6 +60,19 @@ func (r *Registry) All() []Driver {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out
+}
+
+// Close closes every registered level that is a Closer, and reports what it could not.
+func (r *Registry) Close(ctx context.Context) error {
+	var errs []error
+	for _, d := range r.All() {
+		if c, ok := d.(Closer); ok {
+			if err := c.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("level %s: %w", d.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Report returns the capabilities of every level of SPEC §1 in order, built in or not: a level

@@ -74,6 +74,11 @@ func Denied(field, code, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrPermissionDenied, Code: code}
 }
 
+// TooLarge returns a *FieldError for a value of field larger than can be taken (HTTP 413).
+func TooLarge(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Kind: ErrTooLarge}
+}
+
 // kindError is a message that stands for one of the sentinels.
 type kindError struct {
 	msg  string

@@ -20,6 +20,17 @@ import (
 // maxExecTimeout bounds ExecRequest.Timeout (seconds); a sandbox lives at most this long anyway.
 const maxExecTimeout = 86400
 
+// What execve(2) takes, checked before an exec starts so that a request too large for it is a 413
+// naming the field rather than a command that cannot start. maxArgString is Linux's
+// MAX_ARG_STRLEN: one argument or NAME=value with its NUL. maxExecArgs bounds the argv and env of
+// one request together as the kernel counts them (each string with its NUL, and a pointer to it):
+// half of what a sandbox's execve takes with the usual 8 MiB stack limit, leaving the rest to the
+// sandbox's own and its image's environment.
+const (
+	maxArgString = 128 << 10
+	maxExecArgs  = 1 << 20
+)
+
 // Stream connects an exec to a live client (the interactive WebSocket). The zero value runs the
 // command with the request's stdin and only captures output.
 type Stream struct {
@@ -180,11 +191,41 @@ func checkExec(req *api.ExecRequest) error {
 			return errdefs.Invalid("env", "invalid variable %q: names must be non-empty without '=' or NUL", k)
 		}
 	}
+	if err := checkExecSize(req); err != nil {
+		return err
+	}
 	if req.Workdir != "" && (!path.IsAbs(req.Workdir) || path.Clean(req.Workdir) != req.Workdir) {
 		return errdefs.Invalid("workdir", "path %q must be absolute and clean", req.Workdir)
 	}
 	if req.Timeout < 0 || req.Timeout > maxExecTimeout {
 		return errdefs.Invalid("timeout", "must be between 0 and %d seconds (got %g)", maxExecTimeout, req.Timeout)
+	}
+	return nil
+}
+
+// checkExecSize refuses, as a 413 naming the field, an argv or environment that execve would
+// refuse (E2BIG): a string past maxArgString, or all of them past maxExecArgs.
+func checkExecSize(req *api.ExecRequest) error {
+	total := 0
+	for i, a := range req.Command {
+		if len(a)+1 > maxArgString {
+			return errdefs.TooLarge("command", "argument %d is %d bytes; a command's argument can be at most %d", i, len(a), maxArgString-1)
+		}
+		total += len(a) + 1 + 8
+	}
+	argv := total
+	for k, v := range req.Env {
+		if n := len(k) + 1 + len(v) + 1; n > maxArgString {
+			return errdefs.TooLarge("env."+k, "%s=... is %d bytes; a variable can be at most %d with its name", k, n-1, maxArgString-1)
+		}
+		total += len(k) + 1 + len(v) + 1 + 8
+	}
+	if total > maxExecArgs {
+		field := "env"
+		if argv > total-argv {
+			field = "command"
+		}
+		return errdefs.TooLarge(field, "the command and its environment take %d bytes as execve counts them (each string, its NUL and a pointer); at most %d", total, maxExecArgs)
 	}
 	return nil
 }

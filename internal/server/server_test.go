@@ -224,3 +224,82 @@ func runSteps(t *testing.T, url, key string, steps []apiStep, expand func(string
 		s.check(t, env.Data)
 	}
 }
+
+// TestDecodeRefusesDuplicateKeys: an object that repeats a key is a 400 naming the key's path, at
+// any depth — inside objects, arrays, maps and values the types do not describe — since
+// encoding/json would silently keep the last one.
+func TestDecodeRefusesDuplicateKeys(t *testing.T) {
+	for _, c := range []struct {
+		body  string
+		into  any
+		field string
+	}{
+		{`{"name":"a","name":"b"}`, &api.Spec{}, "name"},
+		{`{"name":"a","name":"a"}`, &api.Spec{}, "name"},
+		{`{"resources":{"cpu":1,"memoryMb":512,"cpu":2}}`, &api.Spec{}, "resources.cpu"},
+		{`{"environment":{"A":"1","A":"2"}}`, &api.Spec{}, "environment.A"},
+		{`{"metadata":{"":"1","":"2"}}`, &api.Spec{}, "metadata"},
+		{`{"network":{"credentials":[{"host":"a"},{"host":"b","header":"X","host":"c"}]}}`, &api.Spec{}, "network.credentials[1].host"},
+		{`{"network":{"credentials":[{"x":1}],"credentials":[]}}`, &api.Spec{}, "network.credentials"},
+		{`{"unknown":{"a":[{"b":1,"b":2}]}}`, &api.Spec{}, "unknown.a[0].b"},
+		{`{"command":["ls"],"env":{"PATH":"/bin","PATH":"/usr/bin"}}`, &api.ExecRequest{}, "env.PATH"},
+		{`{"command":"ls","stdin":"a","stdin":"b"}`, &api.ExecRequest{}, "stdin"},
+		{`{"type":"start","start":{"command":["sh"],"tty":true,"tty":false}}`, &api.Frame{}, "start.tty"},
+		{`{"egressPolicy":"none","egressPolicy":"open"}`, &api.Network{}, "egressPolicy"},
+		{`{"agent_id":"a","config":{"resources":{"memory":"1g","memory":"2g"}}}`, &api.CompatCreateRequest{}, "config.resources.memory"},
+		{`{"code":"print(1)","code":"import os"}`, &api.CompatRunRequest{}, "code"},
+		{`{"url":"http://x","url":"http://y"}`, &api.WebhookRequest{}, "url"},
+		{`{"snapshotId":"snap_1","snapshotId":"snap_2"}`, &api.RestoreRequest{}, "snapshotId"},
+	} {
+		err := decodeJSON([]byte(c.body), c.into)
+		fe, ok := errors.AsType[*errdefs.FieldError](err)
+		if !ok || fe.Field != c.field || !strings.Contains(fe.Message, "duplicate") {
+			t.Errorf("%s: %v, want a duplicate at %q", c.body, err, c.field)
+			continue
+		}
+		if status, _ := errorStatus(err); status != 400 {
+			t.Errorf("%s: status %d", c.body, status)
+		}
+	}
+	// The same keys in different objects are no duplicates.
+	var spec api.Spec
+	if err := decodeJSON([]byte(`{"name":"a","network":{"credentials":[{"host":"a"},{"host":"b"}]},"environment":{"name":"x"}}`), &spec); err != nil {
+		t.Errorf("distinct objects: %v", err)
+	}
+	// Too deep to walk is the decoder's error, still a 400.
+	deep := strings.Repeat(`{"a":`, maxDepth+5) + "1" + strings.Repeat("}", maxDepth+5)
+	if err := decodeJSON([]byte(`{"metadata":`+deep+`}`), &spec); err == nil {
+		t.Error("a document deeper than encoding/json allows was accepted")
+	} else {
+		mustFieldError(t, err)
+	}
+}
+
+// TestEveryJSONRouteRefusesDuplicateKeys sends a body that repeats a key to every route of the
+// table that takes a JSON body: each answers 400 naming the key.
+func TestEveryJSONRouteRefusesDuplicateKeys(t *testing.T) {
+	url, key, _ := poolAPI(t)
+	status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`)
+	if status != 201 {
+		t.Fatalf("create: %d %+v", status, env.Error)
+	}
+	var sb api.Sandbox
+	if err := json.Unmarshal(env.Data, &sb); err != nil {
+		t.Fatal(err)
+	}
+	path := strings.NewReplacer("{id}", sb.ID, "{name}", "p1")
+	tried := 0
+	for _, r := range routes() {
+		if r.doc.body == nil {
+			continue
+		}
+		tried++
+		status, env := call(t, r.method, url+path.Replace(r.path), key, `{"zz":1, "zz":2}`)
+		if e := env.Error; status != 400 || e == nil || e.Field != "zz" || !strings.Contains(e.Message, "duplicate") {
+			t.Errorf("%s %s: %d %+v, want 400 naming zz", r.method, r.path, status, e)
+		}
+	}
+	if tried < 10 {
+		t.Errorf("only %d routes take a JSON body", tried)
+	}
+}

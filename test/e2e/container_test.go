@@ -129,3 +129,66 @@ func TestContainerLevel(t *testing.T) {
 	waitNoContainerLeaks(t, dataDir)
 
 }
+
+// TestContainerCleanStopUnmounts: a clean stop (SIGTERM) of a daemon that ran container
+// sandboxes of both runtimes leaves no mount under its container state directory — neither the
+// bundles directory's bind of itself nor runsc's null-netns; a start after a kill -9 reuses what
+// the killed one left (no mount is stacked on another) and its clean stop removes it all.
+func TestContainerCleanStopUnmounts(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	removeContainerState(t, dataDir)
+	state := config.ContainerStateDir(dataDir)
+	key := newKey(t, dataDir, "t1")
+	run := func(d *daemon) {
+		t.Helper()
+		c := d.client(key)
+		for _, rt := range []string{"runc", "runsc"} {
+			spec := smallSpec()
+			spec.Isolation, spec.Runtime = "container", rt
+			sb, err := c.Create(bg(), spec)
+			if err != nil {
+				t.Fatalf("create (%s): %v", rt, err)
+			}
+			shOK(t, c, sb.ID, "true")
+		}
+	}
+
+	d := startDaemon(t, dataDir)
+	run(d)
+	live := mountinfo.Under(state)
+	if len(live) == 0 {
+		t.Fatalf("no mount under %s with sandboxes live: is this the state directory?", state)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := mountinfo.Under(state); len(left) > 0 {
+		t.Fatalf("a clean stop left mounts: %q", left)
+	}
+
+	// A kill -9 leaves them; the next daemon takes them over rather than mounting again.
+	d = startDaemon(t, dataDir)
+	run(d)
+	d.kill9()
+	killed := mountinfo.Under(state)
+	d = startDaemon(t, dataDir)
+	run(d)
+	again := mountinfo.Under(state)
+	for _, m := range killed {
+		n := 0
+		for _, a := range again {
+			if a == m {
+				n++
+			}
+		}
+		if n > 1 && !strings.Contains(m, "/bundles/") {
+			t.Errorf("%s is mounted %d times after a restart", m, n)
+		}
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := mountinfo.Under(state); len(left) > 0 {
+		t.Fatalf("a clean stop after a kill -9 left mounts: %q", left)
+	}
+}

@@ -92,6 +92,8 @@ func TestSetupErrors(t *testing.T) {
 		{"rw over /proc", []string{"--rw", "/tmp:/proc/x", "--", "true"}, 125, []string{"--rw"}},
 		{"block relative", []string{"--block", "rel", "--", "true"}, 125, []string{"--block"}},
 		{"rootfs missing", []string{"--rootfs", "/no/such/rootfs", "--", "true"}, 125, []string{"rootfs"}},
+		{"rootfs the host's root", []string{"--rootfs", "/", "--", "true"}, 125, []string{"--rootfs", "host's own root"}},
+		{"rootfs a link to the host's root", []string{"--rootfs", "/proc/self/root", "--", "true"}, 125, []string{"--rootfs", "host's own root"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,18 @@ func newDriver(t testing.TB, rt string) *container.Driver { return newDriverWith
 // newDriverWith is newDriver with changes to the configuration (an image store, say).
 func newDriverWith(t testing.TB, rt string, change func(*container.Config)) *container.Driver {
 	t.Helper()
+	return newDriverWithBoth(t, rt, change, nil)
+}
+
+// newDriverWithProcess is newDriver with changes to the configuration of the process level
+// underneath (its host template, say).
+func newDriverWithProcess(t testing.TB, rt string, change func(*process.Config)) *container.Driver {
+	t.Helper()
+	return newDriverWithBoth(t, rt, nil, change)
+}
+
+func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), pchange func(*process.Config)) *container.Driver {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
@@ -70,6 +82,9 @@ func newDriverWith(t testing.TB, rt string, change func(*container.Config)) *con
 	cfg.DebugLogs = os.Getenv("AIRLOCK_RUNSC_LOGS")
 	if change != nil {
 		change(&cfg)
+	}
+	if pchange != nil {
+		pchange(&pc)
 	}
 	d := container.New(cfg, process.New(pc, log), log)
 	t.Cleanup(func() {
@@ -243,4 +258,16 @@ func TestPreparedRestore(t *testing.T) {
 	})
 	sb.Destroy(ctx)
 	checkLeftovers(t, d)
+}
+
+// TestHostPaths: the operator's hostTemplate.paths are bound read-only over the hidden
+// /usr/local (and elsewhere) in both runtimes' sandboxes; the rest of /usr/local stays hidden.
+func TestHostPaths(t *testing.T) {
+	paths := drivertest.HostPaths(t)
+	for _, rt := range []string{sandbox.RuntimeRunc, sandbox.RuntimeRunsc} {
+		t.Run(rt, func(t *testing.T) {
+			d := newDriverWithProcess(t, rt, func(c *process.Config) { c.HostPaths = paths })
+			drivertest.CheckHostPaths(t, &pinned{d, rt}, paths)
+		})
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -318,6 +319,13 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	}
 	if spec.RootDir != "" {
 		return nil, errdefs.Unavailable("template", "the container level runs OCI images (image); a directory root (a template, --rootfs) is for the process level")
+	}
+	if rt.name == sandbox.RuntimeRunc {
+		// runc sets the spec's rlimits from inside the user namespace; gVisor's kernel keeps
+		// its own.
+		if err := rlimit.EnsureNoFile(uint64(spec.Resources.MaxOpenFiles)); err != nil {
+			return nil, err
+		}
 	}
 	var lowers []string
 	release := func() {}

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 )
@@ -58,6 +63,41 @@ func (d *Driver) Sweep(ctx context.Context) {
 	if len(swept) > 0 {
 		d.log.Info("removed orphaned containers", "sandboxes", swept)
 	}
+}
+
+var _ driver.Closer = (*Driver)(nil)
+
+// Close implements driver.Closer: with no sandbox of the level left, the mounts it keeps for all
+// of them under its state directory go — the bundles directory's private bind of itself, and
+// what a runtime keeps in its own state (runsc binds a network namespace at null-netns). A
+// bundle still there (a sandbox not torn down, or one of another airlock on the same data dir)
+// keeps them all; a mount in use is left (unmounted without MNT_DETACH, it says EBUSY). A
+// start after a kill -9 reuses them.
+func (d *Driver) Close(ctx context.Context) error {
+	d.sparesMu.Lock()
+	ids := slices.Collect(maps.Keys(d.spares))
+	d.sparesMu.Unlock()
+	for _, id := range ids {
+		d.Discard(id)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.cfg.StateDir, "bundles")); len(ents) > 0 {
+		d.log.Warn("sandboxes are left: their shared mounts stay", "bundles", len(ents))
+		return nil
+	}
+	d.privateMu.Lock()
+	defer d.privateMu.Unlock()
+	d.private = false
+	var errs []error
+	for _, m := range mountinfo.Under(d.cfg.StateDir) {
+		switch err := unix.Unmount(m, 0); err {
+		case nil, unix.EINVAL, unix.ENOENT:
+		case unix.EBUSY:
+			d.log.Warn("a mount of the container level is in use; it stays", "mount", m)
+		default:
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func ownerUnknown(dir string) bool {

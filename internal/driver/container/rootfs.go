@@ -199,6 +199,9 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 				return err
 			}
 		}
+		if err := b.hostPaths(t); err != nil {
+			return err
+		}
 		if err := bindAt(b.rootfs, t.Etc, "/etc", true); err != nil {
 			return err
 		}
@@ -230,6 +233,45 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 	for _, p := range spec.Filesystem.Blocked {
 		if err := b.block(p); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// hostPaths covers the template's hidden directories with an empty one, binds the operator's
+// paths over them (or elsewhere, their mount points made in the base), and makes the covers
+// read-only.
+func (b *bundle) hostPaths(t process.HostTemplate) error {
+	var covers []string
+	for _, h := range t.Hidden {
+		p, err := process.ResolveIn(b.rootfs, h)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			continue
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=256,mode=0755"); err != nil {
+			return fmt.Errorf("cover %s: %w", h, err)
+		}
+		covers = append(covers, p)
+	}
+	for _, hp := range t.Paths {
+		under := slices.ContainsFunc(t.Hidden, func(h string) bool { return strings.HasPrefix(hp.Dst, h+"/") })
+		base := b.base // a mount point outside the covers is made below the read-only root
+		if under {
+			base = b.rootfs
+		}
+		if err := mountPoint(base, hp.Dst, hp.Src); err != nil {
+			return fmt.Errorf("hostTemplate.paths: mount point %s: %w", hp.Dst, err)
+		}
+		if err := bindAt(b.rootfs, hp.Src, hp.Dst, true); err != nil {
+			return err
+		}
+	}
+	for _, p := range covers {
+		if err := unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=256,mode=0755"); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
 		}
 	}
 	return nil

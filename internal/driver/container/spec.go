@@ -23,7 +23,9 @@ var guestInitCaps = append(initCaps[:len(initCaps):len(initCaps)], "CAP_SYS_ADMI
 // are hidden, and /proc's knobs are read-only.
 var (
 	maskedPaths = []string{"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+		// The host's (under runc): its boot parameters, its boot's id, its physical memory map.
+		"/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/iomem"}
 	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
 

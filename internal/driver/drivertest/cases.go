@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ func Cases() []Case {
 		{"Output", testOutput, withPython},
 		{"ExitCodes", testExitCodes, withPython},
 		{"EnvWorkdirStdin", testEnvWorkdirStdin, withPython},
+		{"LargeRequest", testLargeRequest, withPython},
 		{"Claim", testClaim, withPython},
 		// Isolation (isolation.go, network.go).
 		{"Users", testUsers, withPython},
@@ -33,6 +35,8 @@ func Cases() []Case {
 		{"Mounts", testMounts, withPython},
 		{"HostProcessesInvisible", testHostProcesses, withPython},
 		{"HostFilesInvisible", testHostFiles, withPython},
+		{"UsrLocalHidden", testUsrLocalHidden, withPython},
+		{"ProcMasked", testProcMasked, withPython},
 		{"LoopbackOnly", testLoopbackOnly, withPython},
 		{"NetworkRestricted", testNetworkRestricted, withPython},
 		{"BlockedSyscalls", testBlockedSyscalls, withPython},
@@ -182,4 +186,44 @@ func testManySandboxes(t *testing.T, h *Harness) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// testLargeRequest runs commands whose environment, argv or stdin is about 900 KB: what an API
+// request of 1 MiB (the daemon's default body cap) can carry. Each string stays under Linux's
+// 128 KiB for one argument (MAX_ARG_STRLEN), which the daemon refuses up front.
+func testLargeRequest(t *testing.T, h *Harness) {
+	sb := h.New(t, sandbox.Spec{})
+	const parts, size = 9, 100_000
+	// The same Python in both dialects: the shell dialect has python3 beside it.
+	count := []string{"python3", "-c", `
+import os, sys
+print(sum(len(a) for a in sys.argv[1:]), sum(len(v) for k, v in os.environ.items() if k.startswith("BIG")), len(sys.stdin.buffer.read()))`}
+	big := func(i int) string { return strings.Repeat(string(rune('a'+i)), size) }
+	for _, c := range []struct {
+		name string
+		req  sandbox.ExecRequest
+		want string
+	}{
+		{"env", sandbox.ExecRequest{Command: count, Env: func() map[string]string {
+			env := map[string]string{}
+			for i := range parts {
+				env[fmt.Sprintf("BIG%d", i)] = big(i)
+			}
+			return env
+		}()}, fmt.Sprintf("0 %d 0", parts*size)},
+		{"argv", sandbox.ExecRequest{Command: func() []string {
+			argv := slices.Clone(count)
+			for i := range parts {
+				argv = append(argv, big(i))
+			}
+			return argv
+		}()}, fmt.Sprintf("%d 0 0", parts*size)},
+		{"stdin", sandbox.ExecRequest{Command: count, Stdin: strings.NewReader(strings.Repeat("x", parts*size))}, fmt.Sprintf("0 0 %d", parts*size)},
+	} {
+		h.part(t, c.name, func(t *testing.T) {
+			expect(t, ExecReq(t, sb, 30*time.Second, c.req), 0, c.want)
+		})
+	}
+	// The sandbox is still there for the next command.
+	expect(t, h.Exec(t, sb, 10*time.Second, Script{Sh: "echo ok", Py: "print('ok')"}), 0, "ok")
 }

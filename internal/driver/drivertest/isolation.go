@@ -1,6 +1,8 @@
 package drivertest
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -271,6 +273,74 @@ print("done")`})
 			t.Errorf("host secret leaked via %s", p)
 		}
 	}
+}
+
+// hostProcFiles are /proc files whose content is the host's, not the sandbox's, unless the level
+// masks them (or its kernel is its own): the host's boot parameters, its boot's id, its physical
+// memory map.
+var hostProcFiles = []string{"/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/iomem"}
+
+// testProcMasked reads hostProcFiles in a sandbox: each is empty, unreadable or not the host's.
+func testProcMasked(t *testing.T, h *Harness) {
+	sb := h.New(t, sandbox.Spec{User: sandbox.UserRoot})
+	res := h.Exec(t, sb, 10*time.Second, Script{
+		Sh: `for f in ` + strings.Join(hostProcFiles, " ") + `; do printf '%s\t' "$f"; (cat "$f" 2>/dev/null || true) | base64 -w0; echo; done`,
+		Py: `
+import base64
+for f in ` + pyLit(hostProcFiles) + `:
+    try:
+        with open(f, "rb") as fh: b = fh.read()
+    except OSError:
+        b = b""
+    print(f + "\t" + base64.b64encode(b).decode())`,
+	})
+	if res.ExitCode != 0 {
+		t.Fatalf("reading /proc: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		f, enc, _ := strings.Cut(l, "\t")
+		got, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", f, enc, err)
+		}
+		seen[f] = true
+		host, _ := os.ReadFile(f)
+		if len(got) > 0 && len(host) > 0 && bytes.Equal(got, host) {
+			t.Errorf("%s in the sandbox is the host's: %.80q", f, got)
+		}
+	}
+	for _, f := range hostProcFiles {
+		if !seen[f] {
+			t.Errorf("%s not read: %q", f, res.Stdout)
+		}
+	}
+}
+
+// testUsrLocalHidden: the host template binds the host's /usr but not its /usr/local, where
+// operators keep their own software, configuration and secrets: the sandbox sees an empty
+// directory there, and a file the host has in it cannot be read.
+func testUsrLocalHidden(t *testing.T, h *Harness) {
+	f, err := os.CreateTemp("/usr/local", "airlock-conformance-*")
+	if err != nil {
+		t.Fatalf("a host file in /usr/local: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	f.WriteString("host-secret-value")
+	f.Close()
+	os.Chmod(f.Name(), 0o644)
+	sb := h.New(t, sandbox.Spec{User: sandbox.UserRoot})
+	res := h.Exec(t, sb, 10*time.Second, Script{
+		Sh: "ls -A /usr/local | wc -l; cat " + f.Name() + " 2>/dev/null || echo unreadable",
+		Py: `
+import os
+print(len(os.listdir("/usr/local")))
+try:
+    print(open(` + pyLit(f.Name()) + `).read())
+except OSError:
+    print("unreadable")`,
+	})
+	expect(t, res, 0, "0\nunreadable")
 }
 
 // blockedSyscalls makes raw syscalls through ctypes, so no libc wrapper can hide the kernel's

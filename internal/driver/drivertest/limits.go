@@ -1,11 +1,18 @@
 package drivertest
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -195,6 +202,37 @@ try:
 except OSError as e: print(len(fs) < 64, errno.errorcode[e.errno])`,
 	})
 	expect(t, res, 0, "True EMFILE")
+	// Limits in range but above what a shell (and so a daemon started from it) often has as its
+	// hard limit: the level raises what its sandbox inherits, or its kernel keeps its own. Only
+	// where no child of this process can have n — its hard limit is lower and it may not raise
+	// it, or n is over fs.nr_open — may the level refuse, and then clearly: unavailable, naming
+	// the field. Never a failed setup.
+	for _, n := range []int64{30000, int64(sandbox.Limits.MaxOpenFiles.Max)} {
+		h.part(t, fmt.Sprint(n), func(t *testing.T) {
+			sb, err := h.TryNew(t, sandbox.Spec{Resources: sandbox.Resources{MaxOpenFiles: n}})
+			if err != nil {
+				fe, ok := errors.AsType[*errdefs.FieldError](err)
+				if !ok || fe.Field != "resources.maxOpenFiles" || !errors.Is(err, errdefs.ErrUnavailable) {
+					t.Fatalf("create: %v; want it made, or unavailable naming resources.maxOpenFiles", err)
+				}
+				if ceiling := noFileCeiling(); uint64(n) <= ceiling {
+					t.Fatalf("create: %v; but this host can give a child %d open files", err, ceiling)
+				}
+				t.Skipf("this host cannot give %d open files to a child of this process, and the level says so: %v", n, err)
+			}
+			// Descriptors, not file objects: 65536 of them stay small and quick.
+			py := fmt.Sprintf(`
+import errno, os
+open("/tmp/open-me", "w").close()
+n = 0
+try:
+    while n < %d: os.open("/tmp/open-me", os.O_RDONLY); n += 1
+    print("no-limit", n)
+except OSError as e: print(errno.errorcode[e.errno], %d - n < 16)`, n+100, n)
+			res := h.Exec(t, sb, 60*time.Second, Script{Sh: "python3 -c '" + py + "'", Py: py})
+			expect(t, res, 0, "EMFILE True")
+		})
+	}
 }
 
 func testTimeout(t *testing.T, h *Harness) {
@@ -260,4 +298,26 @@ err.write(b"done\n")`,
 	if grew := int64(after.TotalAlloc-before.TotalAlloc) >> 20; grew > 100 {
 		t.Fatalf("capturing 212 MB allocated %d MiB", grew)
 	}
+}
+
+// noFileCeiling is the most open files this process can give a child: its hard RLIMIT_NOFILE, or
+// the host's fs.nr_open when it may raise that (CAP_SYS_RESOURCE).
+func noFileCeiling() uint64 {
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(status), "\n") {
+		if hex, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, _ := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if caps&(1<<unix.CAP_SYS_RESOURCE) == 0 {
+				return lim.Max
+			}
+		}
+	}
+	nrOpen, _ := os.ReadFile("/proc/sys/fs/nr_open")
+	n, err := strconv.ParseUint(strings.TrimSpace(string(nrOpen)), 10, 64)
+	if err != nil {
+		return lim.Max
+	}
+	return max(lim.Max, n)
 }

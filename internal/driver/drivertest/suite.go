@@ -76,6 +76,16 @@ func Run(t *testing.T, d driver.Driver, opts Options) {
 // New creates a sandbox with spec (defaulted and validated) and destroys it when t ends.
 func (h *Harness) New(t *testing.T, spec sandbox.Spec) driver.Sandbox {
 	t.Helper()
+	sb, err := h.TryNew(t, spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return sb
+}
+
+// TryNew is New for a create that may be refused: it returns the level's error.
+func (h *Harness) TryNew(t *testing.T, spec sandbox.Spec) (driver.Sandbox, error) {
+	t.Helper()
 	spec.Isolation = h.D.Name()
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
@@ -85,14 +95,14 @@ func (h *Harness) New(t *testing.T, spec sandbox.Spec) driver.Sandbox {
 	defer cancel()
 	sb, err := h.D.Create(ctx, sandbox.NewID("sbx_"), spec)
 	if err != nil {
-		t.Fatalf("create: %v", err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		if err := sb.Destroy(context.Background()); err != nil {
 			t.Errorf("destroy: %v", err)
 		}
 	})
-	return sb
+	return sb, nil
 }
 
 // Exec runs a shell command with a timeout and captured output.

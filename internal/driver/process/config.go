@@ -61,6 +61,10 @@ type bindMount struct {
 	Dst      string `json:"dst"` // sandbox path
 	ReadOnly bool   `json:"ro"`
 	Dir      bool   `json:"dir"`
+	// Empty, instead of a source, covers Dst with an empty directory (a tmpfs), read-only once
+	// the binds after it have made their mount points in it: it hides what a bind before it
+	// brought there (the host's /usr/local).
+	Empty bool `json:"empty,omitempty"`
 }
 
 type symlink struct {

@@ -28,6 +28,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
 )
@@ -53,6 +54,10 @@ type Config struct {
 	// Network attaches sandboxes whose egress policy is not "none" (nil: only "none" is
 	// available). Its sandboxes are in a namespace owned by the host, with airlock's firewall.
 	Network *egress.Service
+	// HostPaths are host paths (absolute, clean) the host template also binds read-only at the
+	// same place, after hiding /usr/local: the operator's (config hostTemplate.paths), e.g. a
+	// tool under /usr/local or /opt.
+	HostPaths []string
 }
 
 // DefaultConfig returns the defaults: cgroups under "airlock", ids from 2000000000.
@@ -136,6 +141,9 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	networked := spec.Network.EgressPolicy != sandbox.EgressNone
 	if networked && d.cfg.Network == nil {
 		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
+	}
+	if err := rlimit.EnsureNoFile(uint64(spec.Resources.MaxOpenFiles)); err != nil {
+		return nil, err
 	}
 	var lowers []string
 	release := func() {}
@@ -373,6 +381,9 @@ func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 		r.LowerFds = append(r.LowerFds, i)
 	}
 	for j := range r.Binds {
+		if r.Binds[j].Empty {
+			continue
+		}
 		i, err := clone(r.Binds[j].Src, r.Binds[j].ReadOnly, 0)
 		if err != nil {
 			return nil, err

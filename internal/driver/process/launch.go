@@ -258,12 +258,22 @@ func (s *Sandbox) hostID(uid int) int {
 }
 
 // HostTemplate is the host template of SPEC §3 for a level that assembles it another way: the
-// host directories bound read-only at the same path, the merged-/usr symlinks, and the generated
-// /etc for spec's network (a directory to bind read-only at /etc).
+// host directories bound read-only at the same path, the directories in them to cover with an
+// empty read-only one, the operator's paths to bind read-only over those, the merged-/usr
+// symlinks, and the generated /etc for spec's network (a directory to bind read-only at /etc).
 type HostTemplate struct {
 	Dirs     []string
+	Hidden   []string
+	Paths    []HostPath
 	Symlinks map[string]string // path → target
 	Etc      string
+}
+
+// HostPath is an operator's path of the host template: host path Src (symlinks resolved) bound
+// read-only at Dst.
+type HostPath struct {
+	Src, Dst string
+	Dir      bool
 }
 
 // Template returns the host template for spec.
@@ -275,6 +285,10 @@ func (d *Driver) Template(spec sandbox.Spec) (HostTemplate, error) {
 	t := HostTemplate{Etc: etc, Symlinks: map[string]string{}}
 	for _, b := range d.host.binds {
 		t.Dirs = append(t.Dirs, b.Src)
+	}
+	t.Hidden = d.host.hidden
+	for _, b := range d.host.extra {
+		t.Paths = append(t.Paths, HostPath{Src: b.Src, Dst: b.Dst, Dir: b.Dir})
 	}
 	for _, l := range d.host.symlinks {
 		t.Symlinks[l.Path] = l.Target

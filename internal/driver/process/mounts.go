@@ -136,13 +136,29 @@ func buildRoot(c *initConfig, fds []int) error {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
+	var covers []string // the Empty binds' tmpfs, read-only once every bind is made
 	for _, b := range r.Binds {
+		if b.Empty {
+			p, err := cover(b.Dst)
+			if err != nil {
+				return err
+			}
+			if p != "" {
+				covers = append(covers, p)
+			}
+			continue
+		}
 		from, err := src(b.Fd)
 		if err != nil {
 			return err
 		}
 		if err := bind(b, from); err != nil {
 			return err
+		}
+	}
+	for _, p := range covers {
+		if err := remount(p, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
 		}
 	}
 	for _, p := range r.ReadOnly {
@@ -271,7 +287,9 @@ func remount(p string, flags uintptr) error {
 
 // procMasks are /proc files that tell about the host's kernel and hardware; they are covered by
 // /dev/null although the user namespace already denies most of them.
-var procMasks = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms"}
+var procMasks = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "latency_stats", "kallsyms",
+	// The host's, not the sandbox's: its boot parameters, its boot's id, its physical memory map.
+	"cmdline", "sys/kernel/random/boot_id", "iomem"}
 
 func mountProc() error {
 	if err := os.MkdirAll("/newroot/proc", 0o555); err != nil {
@@ -283,7 +301,9 @@ func mountProc() error {
 	for _, m := range procMasks {
 		p := "/newroot/proc/" + m
 		if _, err := os.Lstat(p); err == nil {
-			unix.Mount("/oldroot/dev/null", p, "", unix.MS_BIND, "")
+			if err := unix.Mount("/oldroot/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("mask /proc/%s: %w", m, err)
+			}
 		}
 	}
 	return nil
@@ -339,6 +359,22 @@ func mountDev() error {
 		return err
 	}
 	return unix.Mount("", "/newroot/dev", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+}
+
+// cover mounts an empty directory (a small tmpfs, writable until the caller remounts it) over
+// directory p of the sandbox, and returns where; a p that is not there is left alone ("").
+func cover(p string) (string, error) {
+	dst, err := resolveIn("/newroot", p)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(dst); err != nil || !st.IsDir() {
+		return "", nil
+	}
+	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=256,mode=0755"); err != nil {
+		return "", fmt.Errorf("cover %s: %w", p, err)
+	}
+	return dst, nil
 }
 
 // block makes a path inside the sandbox inaccessible: directories get an empty, read-only tmpfs

@@ -15,6 +15,11 @@ import (
 // symlinks where the host has merged /usr).
 var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
+// hostHidden are host directories below hostSystemDirs that the host template covers with an
+// empty read-only directory: operators keep their own software, configuration and secrets in
+// /usr/local. Config hostTemplate.paths (Config.HostPaths) brings back what sandboxes need.
+var hostHidden = []string{"/usr/local"}
+
 // hostEtc are the host /etc entries programs need to start (the dynamic linker's cache, the
 // alternatives symlinks Debian points /usr/bin/* through, TLS roots, time zones). Everything else
 // in the sandbox's /etc is generated; no host account, secret or config is visible.
@@ -29,12 +34,26 @@ const sandboxHostname = "sandbox"
 // hostTemplate is the part of a host-template plan that depends only on the host; the driver
 // computes it once.
 type hostTemplate struct {
-	binds    []bindMount
+	binds    []bindMount // the system directories
+	hidden   []string    // directories in them covered by an empty one (hostHidden the host has)
+	extra    []bindMount // the operator's paths (Config.HostPaths), over the hidden ones
 	symlinks []symlink
 	etc      []string // host /etc entries copied into the generated /etc
 }
 
-func probeHostTemplate() (hostTemplate, error) {
+// mounts are the template's binds in the order they are made: the system directories, the
+// hidden directories' empty covers, the operator's paths.
+func (t hostTemplate) mounts() []bindMount {
+	out := append([]bindMount{}, t.binds...)
+	for _, h := range t.hidden {
+		out = append(out, bindMount{Dst: h, Empty: true, ReadOnly: true, Dir: true})
+	}
+	return append(out, t.extra...)
+}
+
+// probeHostTemplate finds the host's system directories, and resolves paths, the operator's
+// extra ones: a path that is not there is an error naming it.
+func probeHostTemplate(paths []string) (hostTemplate, error) {
 	var t hostTemplate
 	for _, p := range hostSystemDirs {
 		fi, err := os.Lstat(p)
@@ -50,6 +69,22 @@ func probeHostTemplate() (hostTemplate, error) {
 		case fi.IsDir():
 			t.binds = append(t.binds, bindMount{Src: p, Dst: p, ReadOnly: true, Dir: true})
 		}
+	}
+	for _, h := range hostHidden {
+		if fi, err := os.Stat(h); err == nil && fi.IsDir() {
+			t.hidden = append(t.hidden, h)
+		}
+	}
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return t, fmt.Errorf("hostTemplate.paths: %w", err)
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			return t, fmt.Errorf("hostTemplate.paths: %w", err)
+		}
+		t.extra = append(t.extra, bindMount{Src: real, Dst: p, ReadOnly: true, Dir: fi.IsDir()})
 	}
 	for _, e := range hostEtc {
 		if _, err := os.Lstat("/etc/" + e); err == nil {
@@ -92,6 +127,11 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
 			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.RootDir)
 		}
+		if lower == "/" {
+			// The host itself, with every mount on it (/proc, /sys, the data dir...): not a
+			// root filesystem to copy on write, and no idmapped mount can be made of it.
+			return nil, errdefs.Invalid("rootfs", "%q is the host's own root; give a directory holding a root filesystem (an unpacked image, a debootstrap), or leave --rootfs out for the host template", spec.RootDir)
+		}
 		r.Lowers = []string{lower}
 		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
 	} else {
@@ -99,7 +139,7 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 		if err != nil {
 			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
 		}
-		r.Binds = append(r.Binds, d.host.binds...)
+		r.Binds = append(r.Binds, d.host.mounts()...)
 		r.Binds = append(r.Binds, bindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
 		r.Symlinks = append(r.Symlinks, d.host.symlinks...)
 	}

@@ -73,10 +73,14 @@ func (d *Driver) probe() driver.Capabilities {
 	fs, _ := os.ReadFile("/proc/filesystems")
 	check("overlayfs", false, strings.Contains(string(fs), "\toverlay\n"), "needed for --rootfs DIR (copy-on-write root)")
 
-	host, err := probeHostTemplate()
+	host, err := probeHostTemplate(d.cfg.HostPaths)
 	d.host = host
-	check("host template", true, err == nil && len(host.binds) > 0,
-		fmt.Sprintf("host /usr read-only, %d merged-/usr links, %d host /etc entries copied into a generated /etc", len(host.symlinks), len(host.etc)))
+	detail := fmt.Sprintf("host /usr read-only (%s hidden), %d merged-/usr links, %d host /etc entries copied into a generated /etc, %d operator paths",
+		strings.Join(hostHidden, ", "), len(host.symlinks), len(host.etc), len(d.cfg.HostPaths))
+	if err != nil {
+		detail = err.Error()
+	}
+	check("host template", true, err == nil && len(host.binds) > 0, detail)
 
 	var missing []string
 	for _, ch := range c.Checks {

@@ -288,3 +288,29 @@ func TestOutputDrainedAfterGrace(t *testing.T) {
 		t.Fatalf("captured %d and streamed %d of 100000 bytes", len(res.Stdout), w.n)
 	}
 }
+
+// TestHostPaths: the operator's hostTemplate.paths are bound read-only over the hidden
+// /usr/local (and elsewhere); the rest of /usr/local stays hidden.
+func TestHostPaths(t *testing.T) {
+	paths := drivertest.HostPaths(t)
+	d := newDriverWith(t, func(c *process.Config) { c.HostPaths = paths })
+	drivertest.CheckHostPaths(t, d, paths)
+}
+
+// TestRootfsHostRoot: the host's own root (or a link to it) as a rootfs is refused as the field,
+// before any sandbox is started, not a failed setup.
+func TestRootfsHostRoot(t *testing.T) {
+	d := newDriver(t)
+	for _, root := range []string{"/", "/proc/self/root", "//"} {
+		spec := sandbox.Spec{Isolation: sandbox.LevelProcess, RootDir: root}
+		sandbox.SetDefaults(&spec)
+		sb, err := d.Create(context.Background(), sandbox.NewID("sbx_"), spec)
+		if err == nil {
+			sb.Destroy(context.Background())
+		}
+		fe, ok := errors.AsType[*errdefs.FieldError](err)
+		if !ok || fe.Field != "rootfs" || !errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrSetup) {
+			t.Errorf("rootfs %q: %v, want an invalid rootfs", root, err)
+		}
+	}
+}

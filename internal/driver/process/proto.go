@@ -18,9 +18,22 @@ import (
 // packet, file descriptors (a command's stdio) riding along as SCM_RIGHTS. SEQPACKET keeps message
 // boundaries and delivers EOF to init when the driver goes away, which is init's cue to end the
 // sandbox.
+//
+// A packet can be no larger than the sender's socket buffer (net.core.wmem_default, 208 KiB by
+// default): the driver sends a message that does not fit (EMSGSIZE: an exec with a large argv or
+// environment) in parts — a msgParts header with the message's size and its descriptors, then
+// the JSON in packets of partSize — and init puts it back together.
 
-// maxMessage bounds one packet; an exec request with a large environment must still fit.
+// maxMessage bounds one packet init reads.
 const maxMessage = 1 << 20
+
+// partSize is the size of the packets a message in parts is sent in: far below any socket
+// buffer a host configures.
+const partSize = 32 << 10
+
+// maxParts bounds a message in parts: what an exec request of the largest body the API accepts
+// could encode to, with room to spare.
+const maxParts = 64 << 20
 
 // maxReply bounds what init sends (statuses, errors): the buffer each sandbox's reader keeps.
 const maxReply = 64 << 10
@@ -42,6 +55,7 @@ const (
 	msgLayer   = "layer"   // driver → init: send me the writable layer; init → driver: here (ID; the fd)
 	msgHello   = "hello"   // init → driver: first message on a control socket init dialled again (Token)
 	msgQuiesce = "quiesce" // driver → init: hold no host descriptor (a memory snapshot comes); init → driver: done (ID)
+	msgParts   = "parts"   // driver → init: the next message is the next Length bytes, in packets of partSize; its descriptors come with this one
 )
 
 type message struct {
@@ -57,6 +71,7 @@ type message struct {
 	Guest    *guestStats      `json:"guest,omitempty"`
 	Size     *sandbox.Winsize `json:"size,omitempty"`
 	Token    string           `json:"token,omitempty"`
+	Length   int              `json:"length,omitempty"` // msgParts
 
 	// files are the descriptors that came with the message to the driver; whoever takes the
 	// message owns them.
@@ -95,6 +110,7 @@ type conn struct {
 	c      atomic.Pointer[net.UnixConn]
 	mu     sync.Mutex // orders swap and close
 	closed bool
+	sendMu sync.Mutex // keeps the packets of a message in parts together
 }
 
 func newUnixConn(c *net.UnixConn) *conn {
@@ -162,8 +178,27 @@ func (c *conn) send(m *message, files ...*os.File) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = c.sock().WriteMsgUnix(b, oob, nil)
-	return err
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	sock := c.sock()
+	if _, _, err := sock.WriteMsgUnix(b, oob, nil); !errors.Is(err, unix.EMSGSIZE) {
+		return err
+	}
+	head, _, err := encode(&message{Kind: msgParts, Length: len(b)}, nil)
+	if err != nil {
+		return err
+	}
+	if _, _, err := sock.WriteMsgUnix(head, oob, nil); err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		n := min(len(b), partSize)
+		if _, _, err := sock.WriteMsgUnix(b[:n], nil, nil); err != nil {
+			return fmt.Errorf("%d bytes of a message in parts not sent: %w", len(b), err)
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // recv reads one message into buf (reused by the one reader) with the files it carried. An error
@@ -211,18 +246,54 @@ func (c initConn) send(m *message, fds ...int) error {
 // maxFds is the most descriptors one message may carry (the kernel's SCM_MAX_FD is 253).
 const maxFds = 250
 
-// recv blocks for one message and returns it with the file descriptors it carried.
+// recv blocks for one message and returns it with the file descriptors it carried; a message
+// in parts is read whole.
 func (c initConn) recv(buf []byte) (*message, []int, error) {
 	oob := make([]byte, unix.CmsgSpace(4*maxFds))
+	n, oobn, flags, err := c.recvmsg(buf, oob)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, fds, err := decode(buf[:n], oob[:oobn], flags)
+	if err != nil || m.Kind != msgParts {
+		return m, fds, err
+	}
+	fail := func(err error) (*message, []int, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, nil, err
+	}
+	if m.Length <= 0 || m.Length > maxParts {
+		return fail(fmt.Errorf("%w: a message in parts of %d bytes", errMalformed, m.Length))
+	}
+	whole := make([]byte, 0, m.Length)
+	for len(whole) < m.Length {
+		n, _, flags, err := c.recvmsg(buf, nil)
+		switch {
+		case err != nil:
+			return fail(err)
+		case n == 0:
+			return fail(net.ErrClosed)
+		case flags&unix.MSG_TRUNC != 0 || len(whole)+n > m.Length:
+			return fail(fmt.Errorf("%w: a part too long", errMalformed))
+		}
+		whole = append(whole, buf[:n]...)
+	}
+	var full message
+	if err := json.Unmarshal(whole, &full); err != nil || full.Kind == msgParts {
+		return fail(fmt.Errorf("%w: a message in parts: %v", errMalformed, err))
+	}
+	return &full, fds, nil
+}
+
+// recvmsg is one recvmsg on the control socket, retried when a signal interrupts it.
+func (c initConn) recvmsg(buf, oob []byte) (n, oobn, flags int, err error) {
 	for {
-		n, oobn, flags, _, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EINTR {
-			continue
+		n, oobn, flags, _, err = unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			return n, oobn, flags, err
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		return decode(buf[:n], oob[:oobn], flags)
 	}
 }
 

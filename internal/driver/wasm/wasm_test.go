@@ -113,6 +113,7 @@ func TestConformance(t *testing.T) {
 			"OpenFiles":                  "wazero's WASI errno set has no EMFILE: past maxOpenFiles an open fails with EAGAIN (TestConfinedFS)",
 			"FileRoot":                   "the case makes a symlink in the sandbox, which the wasm level refuses (fs.go); e2e TestWasm uses the files API",
 			"Snapshot":                   "the case makes a symlink in the sandbox, which the wasm level refuses (fs.go); e2e TestWasm snapshots and restores",
+			"UsrLocalHidden":             "no host template: /usr/local is the level's own, its interpreters' library at /usr/local/lib (fs.go); no host directory is mounted unless a spec binds it",
 		},
 		Leaks: d.Leftovers,
 	})
