@@ -30,6 +30,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -88,7 +89,7 @@ type Driver struct {
 	caps     driver.Capabilities
 	cgroups  *cgroups.Layout
 	runtimes map[string]*runtime
-	owner    []byte // this process, as recorded in its bundles for Sweep (process.OwnerLine)
+	owner    []byte // this process, as recorded in its bundles for Sweep (procfs.OwnerLine)
 
 	privateMu sync.Mutex
 	private   bool // the bundles directory is a private mount (ensurePrivate)
@@ -113,7 +114,7 @@ func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	}
 	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}, spares: map[string]*spare{}}
 	d.caps = d.probe()
-	if owner, err := process.OwnerLine(); err != nil {
+	if owner, err := procfs.OwnerLine(); err != nil {
 		d.caps.Available, d.caps.Reason = false, "cannot read this process's start time: "+err.Error()
 	} else {
 		d.owner = owner

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/procfs"
 )
 
 // Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
@@ -43,7 +43,7 @@ func (d *Driver) Sweep(ctx context.Context) {
 	var swept []string
 	for _, e := range ents {
 		dir := filepath.Join(d.cfg.StateDir, "bundles", e.Name())
-		if process.OwnerAlive(dir) {
+		if procfs.OwnerAlive(dir) {
 			continue
 		}
 		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) < orphanAge && ownerUnknown(dir) {
@@ -89,7 +89,7 @@ func (d *Driver) Leftovers() []string {
 	procs, _ := os.ReadDir("/proc")
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || process.Zombie(pid) {
+		if err != nil || procfs.Zombie(pid) {
 			// An exited container process holds nothing but its pid until the host's init,
 			// which the runtime left it to, reaps it.
 			continue
@@ -98,8 +98,8 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
-	for _, pid := range process.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange) {
-		if !process.Zombie(pid) {
+	for _, pid := range procfs.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange) {
+		if !procfs.Zombie(pid) {
 			out = append(out, fmt.Sprintf("process %d (in the sandbox uid range)", pid))
 		}
 	}

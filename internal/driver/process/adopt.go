@@ -3,19 +3,17 @@ package process
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -68,7 +66,7 @@ func (d *Driver) listenAdopt(id string) (*os.File, error) {
 // (empty when the sandbox is not adoptable).
 func (s *Sandbox) HostFacts() json.RawMessage {
 	f := hostFacts{Pid: s.pid}
-	f.StartTime, _ = StartTime(s.pid)
+	f.StartTime, _ = procfs.StartTime(s.pid)
 	if s.d.cfg.OrphanGrace > 0 {
 		f.Socket = s.d.adoptSocket(s.id)
 	}
@@ -77,41 +75,6 @@ func (s *Sandbox) HostFacts() json.RawMessage {
 	}
 	b, _ := json.Marshal(f)
 	return b
-}
-
-// StartTime reads a process's start time in clock ticks since boot: with its pid, it names one
-// process for good (a pid alone may be reused).
-func StartTime(pid int) (uint64, error) {
-	f, err := procStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22 overall
-}
-
-// Zombie reports whether process pid has exited and waits to be reaped (or is gone).
-func Zombie(pid int) bool {
-	f, err := procStat(pid)
-	return err != nil || f[0] == "Z"
-}
-
-// procStat returns the fields of /proc/PID/stat after the command name, from the state (field 3
-// overall) on.
-func procStat(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return nil, errors.New("malformed /proc stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return nil, errors.New("malformed /proc stat")
-	}
-	return fields, nil
 }
 
 // adoptPing bounds how long an adopted init has to answer.
@@ -126,7 +89,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err := json.Unmarshal(host, &f); err != nil || f.Pid <= 0 || f.Socket == "" {
 		return nil, fmt.Errorf("sandbox %s: no adoption facts recorded", id)
 	}
-	if st, err := StartTime(f.Pid); err != nil || st != f.StartTime {
+	if !procfs.Alive(f.Pid, f.StartTime) {
 		return nil, fmt.Errorf("sandbox %s: init (pid %d) is gone", id, f.Pid)
 	}
 	cg := d.cgroups.Open(d.cfg.CgroupParent, id)
@@ -214,29 +177,4 @@ func (s *Sandbox) abandon() {
 	if s.events != nil {
 		s.events.Close()
 	}
-}
-
-// OwnerLine names this process for good, for an owner file: its pid and its start time (a pid
-// alone may be reused).
-func OwnerLine() ([]byte, error) {
-	st, err := StartTime(os.Getpid())
-	if err != nil {
-		return nil, err
-	}
-	return fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), nil
-}
-
-// OwnerAlive reports whether the process that dir's owner file (an OwnerLine) names still runs.
-func OwnerAlive(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "owner"))
-	if err != nil {
-		return false
-	}
-	var pid int
-	var st uint64
-	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
-		return false
-	}
-	now, err := StartTime(pid)
-	return err == nil && now == st
 }

@@ -1,13 +1,13 @@
 package process
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlockrun/airlock/internal/procfs"
 )
 
 // orphanAge is how old an empty sandbox cgroup must be before a sweep removes it. A live
@@ -67,37 +67,5 @@ func (d *Driver) Leftovers() []string {
 
 // sandboxPids returns host pids whose real uid lies in the range mapped into sandboxes.
 func (d *Driver) sandboxPids() []int {
-	return PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange)
-}
-
-// PidsInUIDRange returns the host pids whose real uid is in [lo, hi).
-func PidsInUIDRange(lo, hi uint64) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		f, err := os.Open("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
-				if fs := strings.Fields(rest); len(fs) > 0 {
-					if uid, err := strconv.ParseUint(fs[0], 10, 32); err == nil && uid >= lo && uid < hi {
-						pids = append(pids, pid)
-					}
-				}
-				break
-			}
-		}
-		f.Close()
-	}
-	return pids
+	return procfs.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange)
 }
