@@ -120,19 +120,31 @@ type Pool struct {
 // New returns the pool of ranges ranges starting at the first block at or above host id base, with
 // its records in dir.
 func New(dir string, base uint32, ranges int) (*Pool, error) {
-	first := int((uint64(base) + Size - 1) / Size)
-	if first < 1 {
-		return nil, fmt.Errorf("uid pool: base %d: host ids 0-65535 are never mapped into a sandbox", base)
+	if err := Check(base, ranges); err != nil {
+		return nil, err
 	}
-	if ranges < 1 || first+ranges-1 > maxBlock {
-		return nil, fmt.Errorf("uid pool: %d ranges from host id %d do not fit below 2^32-1 (at most %d)", ranges, first*Size, max(maxBlock-first+1, 0))
-	}
+	first := firstBlock(base)
 	start, err := procfs.StartTime(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("uid pool: %w", err)
 	}
 	return &Pool{dir: dir, first: first, n: ranges, pid: os.Getpid(), start: start}, nil
 }
+
+// Check says whether a pool of ranges ranges from host id base fits the host's ids.
+func Check(base uint32, ranges int) error {
+	first := firstBlock(base)
+	if base < Size {
+		return fmt.Errorf("uid pool: base %d: host ids 0-65535 are never mapped into a sandbox", base)
+	}
+	if ranges < 1 || first+ranges-1 > maxBlock {
+		return fmt.Errorf("uid pool: %d ranges from host id %d do not fit below 2^32-1 (at most %d)", ranges, first*Size, max(maxBlock-first+1, 0))
+	}
+	return nil
+}
+
+// firstBlock is the first block at or above host id base.
+func firstBlock(base uint32) int { return int((uint64(base) + Size - 1) / Size) }
 
 // Dir is the directory of the records.
 func (p *Pool) Dir() string { return p.dir }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/procfs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
@@ -28,7 +29,11 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	if d.cgroups != nil {
 		d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)
 	}
-	return errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
+	err = errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
+	if err == nil {
+		d.proc.ReclaimUIDs(sandbox.LevelContainer, id)
+	}
+	return err
 }
 
 // orphanAge is how old a bundle must be before Sweep takes it for an orphan: younger ones may
@@ -66,8 +71,8 @@ func ownerUnknown(dir string) bool {
 }
 
 // Leftovers lists what this level's sandboxes still hold on the host: cgroups, containers the
-// runtimes know, bundles, mounts, and processes (runc's in the mapped uid range; runsc's by its
-// state directory on their command line). Tests call it after tearing sandboxes down.
+// runtimes know, bundles, mounts, the uid ranges still recorded for them, and processes (runc's
+// in a uid range of theirs; runsc's by its state directory on their command line). Tests call it after tearing sandboxes down.
 func (d *Driver) Leftovers() []string {
 	var out []string
 	out = append(out, cgroupDirs(d.cfg.CgroupParent, "*")...)
@@ -98,12 +103,7 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
-	for _, pid := range procfs.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange) {
-		if !procfs.Zombie(pid) {
-			out = append(out, fmt.Sprintf("process %d (in the sandbox uid range)", pid))
-		}
-	}
-	return out
+	return append(out, d.proc.UIDLeftovers(sandbox.LevelContainer)...)
 }
 
 // cgroupDirs are the directories of cgroup parent/name (name may be a glob) in every mounted

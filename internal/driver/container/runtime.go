@@ -22,7 +22,6 @@ type runtime struct {
 	path     string // "" when not installed
 	version  string
 	root     string // the runtime's state directory, airlock's own
-	uidBase  uint32 // both runtimes get a user namespace mapping sandbox id n to uidBase+n
 	platform string // runsc: systrap, ptrace, kvm
 	debugLog string // runsc: a directory for its debug logs ("" none)
 }
@@ -37,9 +36,6 @@ func (r *runtime) cid(id string) string {
 	}
 	return id
 }
-
-// hostID is the host uid of sandbox uid id.
-func (r *runtime) hostID(id int) int { return int(r.uidBase) + id }
 
 // global are the flags before the subcommand.
 func (r *runtime) global(networked bool) []string {

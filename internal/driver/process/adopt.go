@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +16,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // A daemon that dies (a crash, kill -9, an upgrade) leaves its sandboxes' inits without a driver.
@@ -33,6 +35,9 @@ type hostFacts struct {
 	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22: tells a reused pid apart
 	Socket    string `json:"socket"`
 	NetSlot   *int   `json:"netSlot,omitempty"` // the network pool slot, for networked sandboxes
+	// UIDs is the host uid range of the sandbox's ids (absent in the facts of an airlock from
+	// before ranges were per sandbox: such a sandbox is not adopted).
+	UIDs *uidalloc.Range `json:"uids,omitempty"`
 }
 
 // adoptSocket is where sandbox id's init listens for a new driver.
@@ -65,7 +70,7 @@ func (d *Driver) listenAdopt(id string) (*os.File, error) {
 // HostFacts implements driver.HostFacter: init's pid and start time, and its adoption socket
 // (empty when the sandbox is not adoptable).
 func (s *Sandbox) HostFacts() json.RawMessage {
-	f := hostFacts{Pid: s.pid}
+	f := hostFacts{Pid: s.pid, UIDs: &s.uids}
 	f.StartTime, _ = procfs.StartTime(s.pid)
 	if s.d.cfg.OrphanGrace > 0 {
 		f.Socket = s.d.adoptSocket(s.id)
@@ -96,6 +101,9 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if procs, err := cg.Procs(); err != nil || !slices.Contains(procs, f.Pid) {
 		return nil, fmt.Errorf("sandbox %s: pid %d is not in the sandbox's cgroup", id, f.Pid)
 	}
+	if err := d.adoptUIDs(id, f); err != nil {
+		return nil, err
+	}
 	proc, err := os.FindProcess(f.Pid) // holds a pidfd: signals cannot reach a reused pid
 	if err != nil {
 		return nil, err
@@ -104,7 +112,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: connect to init: %w", id, err)
 	}
-	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: newUnixConn(c), cg: cg, pid: f.Pid, created: time.Now(),
+	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: newUnixConn(c), cg: cg, pid: f.Pid, uids: *f.UIDs, created: time.Now(),
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	pidfd, err := unix.PidfdOpen(f.Pid, 0)
 	if err != nil {
@@ -177,4 +185,25 @@ func (s *Sandbox) abandon() {
 	if s.events != nil {
 		s.events.Close()
 	}
+}
+
+// adoptUIDs makes this process the holder of the uid range the facts name, after checking that
+// init's user namespace maps exactly that range. A sandbox whose facts name no range (made by an
+// older airlock, whose sandboxes shared one) is not adopted: it is reclaimed, as it would be were
+// it not adoptable.
+func (d *Driver) adoptUIDs(id string, f hostFacts) error {
+	if f.UIDs == nil {
+		return fmt.Errorf("sandbox %s: no uid range of its own recorded", id)
+	}
+	if d.uids == nil {
+		return fmt.Errorf("sandbox %s: uid ranges: %v", id, d.uidsErr)
+	}
+	m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", f.Pid))
+	if want := fmt.Sprint(0, f.UIDs.First(), uidalloc.Size); err != nil || strings.Join(strings.Fields(string(m)), " ") != want {
+		return fmt.Errorf("sandbox %s: init's uid map is %q, not the recorded %q", id, strings.TrimSpace(string(m)), want)
+	}
+	if err := d.uids.Adopt(*f.UIDs, d.uidOwner(id)); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
 }

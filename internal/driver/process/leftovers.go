@@ -2,12 +2,10 @@ package process
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/airlockrun/airlock/internal/procfs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // orphanAge is how old an empty sandbox cgroup must be before a sweep removes it. A live
@@ -48,8 +46,9 @@ func (d *Driver) SweepOrphans(ctx context.Context) []string {
 }
 
 // Leftovers lists host resources that belong to no live sandbox of this driver: cgroups under
-// CgroupParent and processes running as one of the sandbox uids. With no sandbox alive it must be
-// empty; tests and the daemon's recovery use it.
+// CgroupParent, uid ranges still recorded for this airlock's process-level sandboxes, and
+// processes running as a uid of a range this driver used. With no sandbox alive it must be empty;
+// tests and the daemon's recovery use it. Other airlocks' sandboxes on the host are not counted.
 func (d *Driver) Leftovers() []string {
 	var out []string
 	if d.cgroups != nil {
@@ -58,14 +57,5 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, "cgroup "+d.cfg.CgroupParent+"/"+n)
 		}
 	}
-	for _, pid := range d.sandboxPids() {
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.TrimSpace(string(comm))))
-	}
-	return out
-}
-
-// sandboxPids returns host pids whose real uid lies in the range mapped into sandboxes.
-func (d *Driver) sandboxPids() []int {
-	return procfs.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange)
+	return append(out, d.UIDLeftovers(sandbox.LevelProcess)...)
 }

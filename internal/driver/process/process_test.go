@@ -50,9 +50,6 @@ func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 	cfg := process.DefaultConfig()
 	cfg.CgroupParent = fmt.Sprintf("airlock-test-%d", os.Getpid())
 	cfg.StateDir = state
-	// Its own uid range, so that the leak check (processes in the range) never sees sandboxes of
-	// other test packages running at the same time.
-	cfg.UIDBase = 2_100_000_000
 	t.Cleanup(func() {
 		// The per-run cgroup parent goes too (rmdir only succeeds once it is empty).
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
