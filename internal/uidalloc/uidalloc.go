@@ -155,8 +155,8 @@ func (p *Pool) path(r Range) string { return filepath.Join(p.dir, strconv.Itoa(r
 // a range just freed is seldom handed out again at once; when all are taken it sweeps once and
 // tries again, then fails with ErrExhausted.
 func (p *Pool) Allocate(o Owner) (Range, error) {
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		return Range{}, fmt.Errorf("uid pool: %w", err)
+	if err := p.mkdir(); err != nil {
+		return Range{}, err
 	}
 	for try := 0; try < 2; try++ {
 		if try > 0 && len(p.Sweep()) == 0 {
@@ -175,6 +175,22 @@ func (p *Pool) Allocate(o Owner) (Range, error) {
 		}
 	}
 	return Range{}, fmt.Errorf("%d ranges from host id %d: %w", p.n, p.first*Size, ErrExhausted)
+}
+
+// mkdir makes the records' directory (0700) and its missing parents 0711: /run/airlock is also
+// where the container level keeps its bundles, which runc's user-namespace root must be able to
+// pass through.
+func (p *Pool) mkdir() error {
+	if _, err := os.Stat(p.dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p.dir), 0o711); err != nil {
+		return fmt.Errorf("uid pool: %w", err)
+	}
+	if err := os.Mkdir(p.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("uid pool: %w", err)
+	}
+	return nil
 }
 
 // create makes r's record for o, failing with fs.ErrExist if r has one: the record is written
@@ -213,8 +229,8 @@ func (p *Pool) writeTemp(r Range, o Owner) (string, error) {
 // restarted daemon taking its sandboxes over). It fails if the range is another owner's; a
 // missing record (the directory was emptied) is made again.
 func (p *Pool) Adopt(r Range, o Owner) error {
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		return fmt.Errorf("uid pool: %w", err)
+	if err := p.mkdir(); err != nil {
+		return err
 	}
 	unlock, err := p.lock()
 	if err != nil {
@@ -268,8 +284,12 @@ func (p *Pool) Release(r Range, o Owner) error {
 }
 
 // Records returns the host's records (of every airlock) that match keep.
-func (p *Pool) Records(keep func(Record) bool) []Record {
-	ents, _ := os.ReadDir(p.dir)
+func (p *Pool) Records(keep func(Record) bool) []Record { return Records(p.dir, keep) }
+
+// Records returns the records in dir that match keep.
+func Records(dir string, keep func(Record) bool) []Record {
+	p := &Pool{dir: dir}
+	ents, _ := os.ReadDir(dir)
 	var out []Record
 	for _, e := range ents {
 		b, err := strconv.Atoi(e.Name())

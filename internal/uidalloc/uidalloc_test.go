@@ -300,3 +300,25 @@ func TestAdopt(t *testing.T) {
 		t.Fatalf("re-adopting a lost record: %v, owned %v", err, p.Owned(owner(5)))
 	}
 }
+
+// TestDirModes: the records are root's alone, and the directories made above them stay
+// traversable (runc's user-namespace root walks /run/airlock to the container level's bundles).
+func TestDirModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run", "airlock", "uids")
+	p, err := uidalloc.New(dir, testBase, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Allocate(owner(1)); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o700, filepath.Dir(dir): 0o711, filepath.Dir(filepath.Dir(dir)): 0o711} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, fi.Mode().Perm(), want)
+		}
+	}
+}

@@ -618,7 +618,7 @@ func (w *world) terminateAll() {
 
 // sandboxPids returns the host pids of a sandbox's processes (from its cgroup).
 func sandboxPids(id string) []int {
-	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/" + id, "/sys/fs/cgroup/*/airlock/" + id, "/sys/fs/cgroup/airlock/" + id} {
+	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/*/" + id, "/sys/fs/cgroup/*/airlock/*/" + id, "/sys/fs/cgroup/airlock/*/" + id} {
 		dirs, _ := filepath.Glob(pat)
 		for _, d := range dirs {
 			b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
