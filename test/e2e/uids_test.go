@@ -40,6 +40,15 @@ func instanceLeaks(dataDir string) []string {
 	return out
 }
 
+// rangesOf returns the uid ranges recorded for the airlock on dataDir, by sandbox.
+func rangesOf(dataDir string) map[string]uidalloc.Record {
+	out := map[string]uidalloc.Record{}
+	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool { return r.Instance == process.InstanceOf(dataDir) }) {
+		out[r.Sandbox] = r
+	}
+	return out
+}
+
 // cgroupProcs returns the pids in the sandbox cgroup parent/instance/id (pids hierarchy, or v2).
 func cgroupProcs(parent, instance, id string) []int {
 	for _, d := range []string{"/sys/fs/cgroup/pids/", "/sys/fs/cgroup/"} {
