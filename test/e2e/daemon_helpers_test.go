@@ -271,15 +271,12 @@ func leakCheck(t *testing.T) func() {
 	}
 }
 
-// mountCount counts the host's mounts but those of the container level's package tests, which
-// may run at the same time.
+// mountCount counts the mounts of the tests' airlocks: under their data dirs (the wasm level's
+// stores) and their container state directories. Other airlocks' are not counted.
 func mountCount() int {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
 	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.Contains(l, "airlock-test-container-") {
-			n++
-		}
+	for _, dir := range ourDataDirs() {
+		n += len(mountinfo.Under(dir)) + len(mountinfo.Under(config.ContainerStateDir(dir)))
 	}
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ var (
 	airlockBin string   // the binary under test
 	runEnv     []string // environment every airlock invocation gets (HOME is a temp dir)
 	oneShotDir string   // the data dir of every `airlock run` (an airlock instance of the tests' own)
+	oneShotCfg string   // the configuration file that names it (run takes --config, not --data-dir)
 )
 
 func TestMain(m *testing.M) {
@@ -67,7 +69,10 @@ func setup(tmp string) error {
 		runEnv = append(runEnv, kv)
 	}
 	runEnv = append(runEnv, "HOME="+home)
-	oneShotDir = filepath.Join(tmp, "data")
+	oneShotDir, oneShotCfg = filepath.Join(tmp, "data"), filepath.Join(tmp, "run.json")
+	if err := os.WriteFile(oneShotCfg, fmt.Appendf(nil, `{"dataDir":%q}`, oneShotDir), 0o644); err != nil {
+		return err
+	}
 	addInstance(oneShotDir)
 
 	if bin := os.Getenv("AIRLOCK_BIN"); bin != "" {
@@ -208,13 +213,14 @@ func maxRSS(ps *os.ProcessState) int64 {
 	return -1
 }
 
-// oneShotArgs gives `airlock run` the tests' own data dir unless args name one, so that the leak
-// checks tell its sandboxes from those of another airlock on the host (the default data dir's).
+// oneShotArgs gives `airlock run` the tests' own data dir unless args name a configuration, so
+// that the leak checks tell its sandboxes from those of another airlock on the host (the default
+// data dir's).
 func oneShotArgs(args []string) []string {
-	if len(args) == 0 || args[0] != "run" || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--data-dir") }) {
+	if len(args) == 0 || args[0] != "run" || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--config") }) {
 		return args
 	}
-	return append([]string{"run", "--data-dir", oneShotDir}, args[1:]...)
+	return append([]string{"run", "--config", oneShotCfg}, args[1:]...)
 }
 
 // hostProc is a host process whose uid lies in a sandbox range of the tests' airlocks.
@@ -229,21 +235,29 @@ func (p hostProc) zombie() bool { return strings.HasPrefix(p.state, "Z") }
 
 var (
 	instancesMu sync.Mutex
-	instances   = map[string]bool{} // the airlocks these tests run (config.Instance of their data dirs)
+	instances   = map[string]string{} // the airlocks these tests run: config.Instance → data dir
 )
 
 // addInstance counts the airlock on dataDir among the tests' own.
 func addInstance(dataDir string) {
 	instancesMu.Lock()
 	defer instancesMu.Unlock()
-	instances[process.InstanceOf(dataDir)] = true
+	instances[process.InstanceOf(dataDir)] = dataDir
+}
+
+// ourDataDirs returns the data dirs of the tests' airlocks.
+func ourDataDirs() []string {
+	instancesMu.Lock()
+	defer instancesMu.Unlock()
+	return slices.Collect(maps.Values(instances))
 }
 
 // ours reports whether instance is one of the tests' airlocks.
 func ours(instance string) bool {
 	instancesMu.Lock()
 	defer instancesMu.Unlock()
-	return instances[instance]
+	_, ok := instances[instance]
+	return ok
 }
 
 // ourRanges returns the uid ranges the host's allocator records for the tests' airlocks, by
@@ -327,15 +341,9 @@ func waitNoLiveProcs(before map[int]hostProc, within time.Duration) (live, zombi
 // sandboxCgroups lists the process-level sandbox cgroups of the tests' airlocks in every
 // hierarchy (v1 controllers and v2).
 func sandboxCgroups() map[string]bool {
-	instancesMu.Lock()
-	var insts []string
-	for i := range instances {
-		insts = append(insts, i)
-	}
-	instancesMu.Unlock()
 	set := map[string]bool{}
-	for _, i := range insts {
-		for p := range instanceCgroups("airlock", i) {
+	for _, dir := range ourDataDirs() {
+		for p := range instanceCgroups("airlock", process.InstanceOf(dir)) {
 			set[p] = true
 		}
 	}

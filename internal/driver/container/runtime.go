@@ -52,7 +52,13 @@ func (r *runtime) global(networked bool) []string {
 		// --host-uds=open: init dials its control socket, the one host socket in the sandbox's
 		// tree (see process.Launcher.Control); gVisor's checkpoint can save no socket the host
 		// passed in.
-		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "open")
+		// --restore-spec-validation=warning: a restore is a new instance with a host uid range
+		// of its own (every live sandbox has one), and runsc's validation refuses any change of
+		// the spec's id mappings. The mappings only say which host ids the gofer acts as; the
+		// sandbox's kernel sees its own ids 0..65535 either way, and the restored layer's owners
+		// are mapped into the new range. The rest of the spec is airlock's, the same shape.
+		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "open",
+			"--restore-spec-validation", "warning")
 		if r.debugLog != "" {
 			args = append(args, "--debug", "--debug-log", r.debugLog+"/")
 		}
