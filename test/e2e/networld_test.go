@@ -621,17 +621,7 @@ func sandboxPids(id string) []int {
 	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/*/" + id, "/sys/fs/cgroup/*/airlock/*/" + id, "/sys/fs/cgroup/airlock/*/" + id} {
 		dirs, _ := filepath.Glob(pat)
 		for _, d := range dirs {
-			b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			if err != nil {
-				continue
-			}
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, n)
-				}
-			}
-			if len(pids) > 0 {
+			if pids := cgroupDirPids(d); len(pids) > 0 {
 				return pids
 			}
 		}

@@ -52,19 +52,26 @@ func rangesOf(dataDir string) map[string]uidalloc.Record {
 // cgroupProcs returns the pids in the sandbox cgroup parent/instance/id (pids hierarchy, or v2).
 func cgroupProcs(parent, instance, id string) []int {
 	for _, d := range []string{"/sys/fs/cgroup/pids/", "/sys/fs/cgroup/"} {
-		b, err := os.ReadFile(filepath.Join(d, parent, instance, id, "cgroup.procs"))
-		if err != nil {
-			continue
+		if pids := cgroupDirPids(filepath.Join(d, parent, instance, id)); len(pids) > 0 {
+			return pids
 		}
-		var pids []int
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-		return pids
 	}
 	return nil
+}
+
+// cgroupDirPids returns the pids in the cgroup at dir.
+func cgroupDirPids(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
 }
 
 // TestTwoDaemonsShareNothing runs two daemons on one host, on different data dirs, each with
