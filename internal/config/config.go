@@ -5,14 +5,13 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenancy"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Version is the configuration file format this airlock reads.
@@ -283,9 +283,15 @@ type ServerConfig struct {
 type ProcessConfig struct {
 	// CgroupParent is the cgroup under which every sandbox's cgroup is made. Default "airlock".
 	CgroupParent string `json:"cgroupParent"`
-	// UIDBase is the first of the 65536 host uids/gids a sandbox's ids are mapped to. Default
-	// 2000000000; the range must not hold real host users.
+	// UIDBase is where the pool of host uids/gids that sandboxes' ids are mapped to starts (at the
+	// first multiple of 65536 at or above it). Every live sandbox, process or container level,
+	// gets a range of 65536 of its own, disjoint from every other sandbox's on the host, this
+	// daemon's or another airlock's (records in /run/airlock/uids). Default 2000000000; the pool
+	// must not hold real host users.
 	UIDBase uint32 `json:"uidBase"`
+	// UIDRanges is the pool's size in ranges of 65536: the most sandboxes this airlock runs at
+	// once. Default 4096 (host ids 2000027648 to 2268463103).
+	UIDRanges int `json:"uidRanges"`
 	// OrphanGraceSeconds is how long a daemon's sandbox outlives the daemon (a crash, kill -9)
 	// waiting for the restarted daemon to adopt it; then it ends. Default 60; 0 ends sandboxes
 	// with the daemon. The one-shot `airlock run` always uses 0.
@@ -315,7 +321,7 @@ func Default() Config {
 		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
 		Server: ServerConfig{ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 60, IdleTimeoutSeconds: 60, MaxHeaderBytes: 64 << 10,
 			MaxConnections: 4096, MaxConnectionsPerClient: 512},
-		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, OrphanGraceSeconds: 60},
+		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, UIDRanges: process.DefaultUIDRanges, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
 		Wasm:      WasmConfig{RuntimeDir: wasm.DefaultRuntimeDir},
@@ -409,9 +415,8 @@ func (c Config) Validate() error {
 	} else if w.QueueSize < 1 {
 		return fmt.Errorf("config: webhooks.queueSize must be ≥ 1 (got %d)", w.QueueSize)
 	}
-	// The container level maps the range after the process level's.
-	if c.Process.UIDBase < 65536 || uint64(c.Process.UIDBase)+2*65536 > 1<<32-1 {
-		return errors.New("config: process.uidBase must leave room for 65536 ids above 65535")
+	if err := uidalloc.Check(c.Process.UIDBase, c.Process.UIDRanges); err != nil {
+		return fmt.Errorf("config: process.uidBase and process.uidRanges: %w", err)
 	}
 	if _, err := c.Egress(); err != nil {
 		return err
@@ -583,20 +588,25 @@ func (c Config) Egress() (egress.Config, error) {
 func (c Config) ContainerDriver() container.Config {
 	d := container.DefaultConfig()
 	d.Runtime, d.Runsc, d.Runc, d.RunscPlatform = c.Container.Runtime, c.Container.Runsc, c.Container.Runc, c.Container.RunscPlatform
-	d.CgroupParent = c.Container.CgroupParent
+	d.CgroupParent = path.Join(c.Container.CgroupParent, c.Instance())
 	d.NoPreparedRestores = !c.Container.PrepareRestores
 	d.StateDir = ContainerStateDir(c.DataDir)
-	d.UIDBase = c.Process.UIDBase + 65536
 	return d
 }
+
+// Instance names the airlock using this data dir among the airlocks of the host
+// (process.InstanceOf): its sandboxes' cgroups are under <cgroupParent>/<instance> of each level,
+// its container state under /run/airlock/container/<instance>, and its uid ranges are recorded
+// with it. The data dir is locked by its daemon, so no two daemons share an instance; the
+// one-shot `airlock run` on a data dir is the same airlock as its daemon.
+func (c Config) Instance() string { return process.InstanceOf(c.DataDir) }
 
 // ContainerStateDir is where the container level of the airlock using dataDir keeps its bundles
 // and the runtimes' state: under /run/airlock, not in the data dir, because runc's user namespace
 // root must be able to traverse every directory above a sandbox's root, and the data dir is
 // private (0700). One directory per data dir, so airlocks on different data dirs never meet.
 func ContainerStateDir(dataDir string) string {
-	h := sha256.Sum256([]byte(filepath.Clean(dataDir)))
-	return filepath.Join("/run/airlock/container", hex.EncodeToString(h[:6]))
+	return filepath.Join("/run/airlock/container", process.InstanceOf(dataDir))
 }
 
 // ImageStore returns the image store's directory and options.
@@ -612,7 +622,8 @@ func (c Config) WasmDriver() wasm.Config {
 // ProcessDriver returns the process level's configuration.
 func (c Config) ProcessDriver() process.Config {
 	p := process.DefaultConfig()
-	p.CgroupParent, p.UIDBase = c.Process.CgroupParent, c.Process.UIDBase
+	p.CgroupParent = path.Join(c.Process.CgroupParent, c.Instance())
+	p.UIDBase, p.UIDRanges, p.Instance = c.Process.UIDBase, c.Process.UIDRanges, c.Instance()
 	p.StateDir = filepath.Join(c.DataDir, "process")
 	p.OrphanGrace = time.Duration(c.Process.OrphanGraceSeconds) * time.Second
 	p.HostPaths = c.HostTemplate.Paths

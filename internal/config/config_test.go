@@ -18,6 +18,8 @@ func TestLoad(t *testing.T) {
 		{"relative data dir", `{"dataDir":"data"}`, "absolute"},
 		{"cgroup parent escapes", `{"process":{"cgroupParent":"../x"}}`, "cgroupParent"},
 		{"uid base overlapping host users", `{"process":{"uidBase":1000}}`, "uidBase"},
+		{"uid pool past 2^32", `{"process":{"uidBase":4200000000,"uidRanges":4096}}`, "uidRanges"},
+		{"no uid ranges", `{"process":{"uidRanges":0}}`, "uidRanges"},
 		{"not json", `dataDir: /x`, "invalid character"},
 		{"network listen without TLS", `{"listen":"0.0.0.0:7070"}`, "--insecure"},
 		{"network listen with TLS", `{"listen":"0.0.0.0:7070","tls":{"cert":"/c.pem","key":"/k.pem"}}`, ""},
@@ -86,8 +88,23 @@ func TestLoad(t *testing.T) {
 func TestProcessDriverConfig(t *testing.T) {
 	c := Default()
 	c.DataDir = "/srv/airlock"
-	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock" || p.UIDBase != 2_000_000_000 || p.HostPaths != nil {
+	inst := c.Instance()
+	if p := c.ProcessDriver(); p.StateDir != "/srv/airlock/process" || p.CgroupParent != "airlock/"+inst || p.Instance != inst ||
+		p.UIDBase != 2_000_000_000 || p.UIDRanges != 4096 {
 		t.Fatalf("%+v", p)
+	}
+	if d := c.ContainerDriver(); d.CgroupParent != "airlock-container/"+inst || d.StateDir != "/run/airlock/container/"+inst {
+		t.Fatalf("%+v", d)
+	}
+	// Another data dir is another airlock: nothing of theirs is shared.
+	o := c
+	o.DataDir = "/srv/airlock2"
+	if o.Instance() == inst || o.ProcessDriver().CgroupParent == c.ProcessDriver().CgroupParent ||
+		o.ContainerDriver().CgroupParent == c.ContainerDriver().CgroupParent || o.ContainerDriver().StateDir == c.ContainerDriver().StateDir {
+		t.Fatalf("two data dirs share an instance, cgroup parent or state dir: %s, %s", inst, o.Instance())
+	}
+	if p := c.ProcessDriver(); p.HostPaths != nil {
+		t.Fatalf("host paths by default: %+v", p.HostPaths)
 	}
 	c.HostTemplate.Paths = []string{"/opt/sdk"}
 	if p := c.ProcessDriver(); len(p.HostPaths) != 1 || p.HostPaths[0] != "/opt/sdk" {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,11 +10,14 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
-// containerLeaks lists what the container level left under dataDir and on the host: bundles,
-// mounts, runtime state, cgroups and runsc processes.
+// containerLeaks lists what the container level of the airlock on dataDir left on the host:
+// bundles, mounts, runtime state, cgroups, uid ranges and runsc processes. Other airlocks'
+// containers are not counted.
 func containerLeaks(dataDir string) []string {
 	var out []string
 	state := config.ContainerStateDir(dataDir)
@@ -35,8 +39,14 @@ func containerLeaks(dataDir string) []string {
 			}
 		}
 	}
-	cg, _ := filepath.Glob("/sys/fs/cgroup/*/airlock-container/sbx_*")
-	out = append(out, cg...)
+	for cg := range instanceCgroups("airlock-container", process.InstanceOf(dataDir)) {
+		out = append(out, cg)
+	}
+	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool {
+		return r.Instance == process.InstanceOf(dataDir) && r.Level == api.LevelContainer
+	}) {
+		out = append(out, fmt.Sprintf("uid range %v of %s", r.Range, r.Sandbox))
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		if c, _ := os.ReadFile(p); strings.Contains(string(c), state+"/runsc") {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -53,6 +54,7 @@ func startDaemon(t *testing.T, dataDir string, flags ...string) *daemon {
 func startDaemonIn(t *testing.T, netns, dataDir string, flags ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, dataDir: dataDir, flags: flags, netns: netns, exited: make(chan struct{})}
+	addInstance(dataDir)
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)
 	d.cmd = exec.Command(airlockBin, args...)
 	if netns != "" {
@@ -247,12 +249,13 @@ func smallSpec() api.Spec {
 	return api.Spec{Resources: api.Resources{MemoryMB: 256, DiskMB: 256}}
 }
 
-// leakCheck records the host's sandbox processes, cgroups and mount table now, and returns a
-// function that fails the test if any new one remains (polling briefly: teardown is
-// asynchronous to the API answer in nothing, but the kernel reaps at its pace).
+// leakCheck records the sandbox processes, cgroups and uid ranges of the tests' airlocks and the
+// host's mount table now, and returns a function that fails the test if any new one remains
+// (polling briefly: teardown is asynchronous to the API answer in nothing, but the kernel reaps
+// at its pace). Other airlocks on the host are not counted.
 func leakCheck(t *testing.T) func() {
 	t.Helper()
-	procs, cgs, mounts := sandboxProcs(), sandboxCgroups(), mountCount()
+	procs, cgs, mounts, ranges := sandboxProcs(), sandboxCgroups(), mountCount(), ourRanges()
 	return func() {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -260,11 +263,17 @@ func leakCheck(t *testing.T) func() {
 			live, _ := newProcs(procs)
 			cg := newCgroups(cgs)
 			m := mountCount()
-			if len(live) == 0 && len(cg) == 0 && m <= mounts {
+			var recs []string
+			for b, r := range ourRanges() {
+				if _, ok := ranges[b]; !ok {
+					recs = append(recs, fmt.Sprintf("%v (%s %s)", r.Range, r.Level, r.Sandbox))
+				}
+			}
+			if len(live) == 0 && len(cg) == 0 && m <= mounts && len(recs) == 0 {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("leaks: processes %v, cgroups %v, host mounts %d → %d", live, cg, mounts, m)
+				t.Errorf("leaks: processes %v, cgroups %v, uid ranges %v, host mounts %d → %d", live, cg, recs, mounts, m)
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -272,15 +281,12 @@ func leakCheck(t *testing.T) func() {
 	}
 }
 
-// mountCount counts the host's mounts but those of the container level's package tests, which
-// may run at the same time.
+// mountCount counts the mounts of the tests' airlocks: under their data dirs (the wasm level's
+// stores) and their container state directories. Other airlocks' are not counted.
 func mountCount() int {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
 	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.Contains(l, "airlock-test-container-") {
-			n++
-		}
+	for _, dir := range ourDataDirs() {
+		n += len(mountinfo.Under(dir)) + len(mountinfo.Under(config.ContainerStateDir(dir)))
 	}
 	return n
 }

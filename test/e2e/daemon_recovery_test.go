@@ -105,10 +105,21 @@ func TestDaemonCrashRecovery(t *testing.T) {
 	}
 	c.Pause(ctx, ids[2])
 	startLong(t, c, ids[1])
+	before := rangesOf(dir)
+	if len(before) != len(ids) {
+		t.Fatalf("%d uid ranges recorded for %d sandboxes: %v", len(before), len(ids), before)
+	}
 	d.kill9()
 
 	d2 := startDaemon(t, dir)
 	c2 := d2.client(key)
+	// Every adopted sandbox keeps its range, now held by the new daemon.
+	after := rangesOf(dir)
+	for id, r := range before {
+		if a, ok := after[id]; !ok || a.Range != r.Range || a.Pid != d2.cmd.Process.Pid {
+			t.Errorf("sandbox %s: uid range %v held by pid %d after the restart, was %v (new daemon %d)", id, a.Range, a.Pid, r.Range, d2.cmd.Process.Pid)
+		}
+	}
 	for i, want := range []string{api.StatusRunning, api.StatusRunning, api.StatusPaused, api.StatusReady} {
 		sb, err := c2.Get(ctx, ids[i])
 		if err != nil || sb.Status != want {

@@ -6,27 +6,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-)
 
-// Sandbox ids are mapped to host uids [uidLo, uidHi) (process level default configuration).
-const (
-	uidLo = 2_000_000_000
-	uidHi = uidLo + 65536
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 var (
 	airlockBin string   // the binary under test
 	runEnv     []string // environment every airlock invocation gets (HOME is a temp dir)
+	oneShotDir string   // the data dir of every `airlock run` (an airlock instance of the tests' own)
+	oneShotCfg string   // the configuration file that names it (run takes --config, not --data-dir)
 )
 
 func TestMain(m *testing.M) {
@@ -67,6 +69,11 @@ func setup(tmp string) error {
 		runEnv = append(runEnv, kv)
 	}
 	runEnv = append(runEnv, "HOME="+home)
+	oneShotDir, oneShotCfg = filepath.Join(tmp, "data"), filepath.Join(tmp, "run.json")
+	if err := os.WriteFile(oneShotCfg, fmt.Appendf(nil, `{"dataDir":%q}`, oneShotDir), 0o644); err != nil {
+		return err
+	}
+	addInstance(oneShotDir)
 
 	if bin := os.Getenv("AIRLOCK_BIN"); bin != "" {
 		airlockBin = bin
@@ -113,7 +120,7 @@ type result struct {
 
 // airlockCmd prepares an airlock invocation with the test environment.
 func airlockCmd(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, airlockBin, args...)
+	cmd := exec.CommandContext(ctx, airlockBin, oneShotArgs(args)...)
 	cmd.Env = runEnv
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
@@ -186,7 +193,7 @@ func measuredCmd(t *testing.T, ctx context.Context, args ...string) (cmd *exec.C
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "rss")
-	cmd = exec.CommandContext(ctx, self, append([]string{airlockBin}, args...)...)
+	cmd = exec.CommandContext(ctx, self, append([]string{airlockBin}, oneShotArgs(args)...)...)
 	cmd.Env = append(append([]string{}, runEnv...), rusageEnv+"="+out)
 	cmd.WaitDelay = 5 * time.Second
 	return cmd, func() int64 {
@@ -206,7 +213,17 @@ func maxRSS(ps *os.ProcessState) int64 {
 	return -1
 }
 
-// hostProc is a host process whose uid lies in the sandbox range.
+// oneShotArgs gives `airlock run` the tests' own data dir unless args name a configuration, so
+// that the leak checks tell its sandboxes from those of another airlock on the host (the default
+// data dir's).
+func oneShotArgs(args []string) []string {
+	if len(args) == 0 || args[0] != "run" || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--config") }) {
+		return args
+	}
+	return append([]string{"run", "--config", oneShotCfg}, args[1:]...)
+}
+
+// hostProc is a host process whose uid lies in a sandbox range of the tests' airlocks.
 type hostProc struct {
 	pid         int
 	name, state string
@@ -216,8 +233,48 @@ func (p hostProc) String() string { return fmt.Sprintf("pid %d %s (%s)", p.pid, 
 
 func (p hostProc) zombie() bool { return strings.HasPrefix(p.state, "Z") }
 
-// sandboxProcs lists host processes with any uid in [uidLo, uidHi).
-func sandboxProcs() map[int]hostProc {
+var (
+	instancesMu sync.Mutex
+	instances   = map[string]string{} // the airlocks these tests run: config.Instance → data dir
+)
+
+// addInstance counts the airlock on dataDir among the tests' own.
+func addInstance(dataDir string) {
+	instancesMu.Lock()
+	defer instancesMu.Unlock()
+	instances[process.InstanceOf(dataDir)] = dataDir
+}
+
+// ourDataDirs returns the data dirs of the tests' airlocks.
+func ourDataDirs() []string {
+	instancesMu.Lock()
+	defer instancesMu.Unlock()
+	return slices.Collect(maps.Values(instances))
+}
+
+// ours reports whether instance is one of the tests' airlocks.
+func ours(instance string) bool {
+	instancesMu.Lock()
+	defer instancesMu.Unlock()
+	_, ok := instances[instance]
+	return ok
+}
+
+// ourRanges returns the uid ranges the host's allocator records for the tests' airlocks, by
+// block. Other airlocks' sandboxes on the host (a `make run` daemon, other tests) are not theirs.
+func ourRanges() map[int]uidalloc.Record {
+	out := map[int]uidalloc.Record{}
+	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool { return ours(r.Instance) }) {
+		out[r.Block] = r
+	}
+	return out
+}
+
+// sandboxProcs lists host processes with any uid in a range of the tests' airlocks.
+func sandboxProcs() map[int]hostProc { return procsIn(ourRanges()) }
+
+// procsIn lists host processes with any uid in one of ranges.
+func procsIn(ranges map[int]uidalloc.Record) map[int]hostProc {
 	procs := map[int]hostProc{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*/status")
 	for _, f := range dirs {
@@ -237,8 +294,11 @@ func sandboxProcs() map[int]hostProc {
 				p.state = v
 			case "Uid":
 				for _, u := range strings.Fields(v) {
-					if n, err := strconv.ParseInt(u, 10, 64); err == nil && n >= uidLo && n < uidHi {
-						inRange = true
+					if n, err := strconv.ParseInt(u, 10, 64); err == nil && n >= uidalloc.Size {
+						_, inRange = ranges[int(n/uidalloc.Size)]
+						if inRange {
+							break
+						}
 					}
 				}
 			}
@@ -278,10 +338,22 @@ func waitNoLiveProcs(before map[int]hostProc, within time.Duration) (live, zombi
 	}
 }
 
-// sandboxCgroups lists the sandbox cgroups in every hierarchy (v1 controllers and v2).
+// sandboxCgroups lists the process-level sandbox cgroups of the tests' airlocks in every
+// hierarchy (v1 controllers and v2).
 func sandboxCgroups() map[string]bool {
 	set := map[string]bool{}
-	for _, pat := range []string{"/sys/fs/cgroup/*/airlock/sbx_*", "/sys/fs/cgroup/airlock/sbx_*"} {
+	for _, dir := range ourDataDirs() {
+		for p := range instanceCgroups("airlock", process.InstanceOf(dir)) {
+			set[p] = true
+		}
+	}
+	return set
+}
+
+// instanceCgroups lists the sandbox cgroups under parent/instance in every hierarchy.
+func instanceCgroups(parent, instance string) map[string]bool {
+	set := map[string]bool{}
+	for _, pat := range []string{"/sys/fs/cgroup/*/" + parent + "/" + instance + "/sbx_*", "/sys/fs/cgroup/" + parent + "/" + instance + "/sbx_*"} {
 		m, _ := filepath.Glob(pat)
 		for _, p := range m {
 			set[p] = true

@@ -622,23 +622,13 @@ func (w *world) terminateAll() {
 
 // sandboxPids returns the host pids of a sandbox's processes (from its cgroup).
 func sandboxPids(id string) []int {
-	// The process level's cgroups are under "airlock", the container level's under
-	// "airlock-container" (the configuration's defaults).
-	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/" + id, "/sys/fs/cgroup/*/airlock/" + id, "/sys/fs/cgroup/airlock/" + id,
-		"/sys/fs/cgroup/pids/airlock-container/" + id, "/sys/fs/cgroup/*/airlock-container/" + id, "/sys/fs/cgroup/airlock-container/" + id} {
+	// The process level's cgroups are under "airlock/<instance>", the container level's under
+	// "airlock-container/<instance>" (the configuration's defaults).
+	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/*/" + id, "/sys/fs/cgroup/*/airlock/*/" + id, "/sys/fs/cgroup/airlock/*/" + id,
+		"/sys/fs/cgroup/pids/airlock-container/*/" + id, "/sys/fs/cgroup/*/airlock-container/*/" + id, "/sys/fs/cgroup/airlock-container/*/" + id} {
 		dirs, _ := filepath.Glob(pat)
 		for _, d := range dirs {
-			b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			if err != nil {
-				continue
-			}
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, n)
-				}
-			}
-			if len(pids) > 0 {
+			if pids := cgroupDirPids(d); len(pids) > 0 {
 				return pids
 			}
 		}

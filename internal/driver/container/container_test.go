@@ -76,7 +76,6 @@ func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), 
 	cfg.Runtime = rt
 	cfg.StateDir = filepath.Join(state, "container")
 	cfg.CgroupParent = fmt.Sprintf("airlock-test-ctr-%d", os.Getpid())
-	cfg.UIDBase = 2_200_000_000
 	cfg.Network = network
 	// runsc's debug logs, kept after the test, for a failure to be looked into.
 	cfg.DebugLogs = os.Getenv("AIRLOCK_RUNSC_LOGS")

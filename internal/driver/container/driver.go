@@ -31,8 +31,10 @@ import (
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/rlimit"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Config is the container level's part of airlock's configuration.
@@ -47,8 +49,6 @@ type Config struct {
 	StateDir string
 	// CgroupParent is the cgroup under which the runtimes make sandboxes' cgroups.
 	CgroupParent string
-	// UIDBase is the first host uid of the range runc's user namespace maps ids 0..65535 to.
-	UIDBase uint32
 	// InitPath is the airlock binary bound into every container as its init; it must be
 	// statically linked (it runs on the image's libraries, or none). Empty: this executable.
 	InitPath string
@@ -67,11 +67,8 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Runtime: sandbox.RuntimeRunsc, RunscPlatform: "systrap", StateDir: "/var/lib/airlock/container",
-		CgroupParent: "airlock-container", UIDBase: 2_000_000_000}
+		CgroupParent: "airlock-container"}
 }
-
-// uidRange is the size of the id range runc maps into a sandbox.
-const uidRange = 65536
 
 // killGrace is how long init has to kill a timed-out command before the sandbox is killed: gVisor
 // runs init in its own, CPU-limited kernel, where a fork bomb at the process limit starves it for
@@ -89,7 +86,7 @@ type Driver struct {
 	caps     driver.Capabilities
 	cgroups  *cgroups.Layout
 	runtimes map[string]*runtime
-	owner    []byte // this process, as recorded in its bundles for Sweep (process.OwnerLine)
+	owner    []byte // this process, as recorded in its bundles for Sweep (procfs.OwnerLine)
 
 	privateMu sync.Mutex
 	private   bool // the bundles directory is a private mount (ensurePrivate)
@@ -114,7 +111,7 @@ func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	}
 	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}, spares: map[string]*spare{}}
 	d.caps = d.probe()
-	if owner, err := process.OwnerLine(); err != nil {
+	if owner, err := procfs.OwnerLine(); err != nil {
 		d.caps.Available, d.caps.Reason = false, "cannot read this process's start time: "+err.Error()
 	} else {
 		d.owner = owner
@@ -150,8 +147,7 @@ func (d *Driver) probe() driver.Capabilities {
 	check("overlayfs", false, strings.Contains(string(fs), "\toverlay\n"), "stacks an image's layers under the writable layer")
 
 	for _, name := range []string{sandbox.RuntimeRunsc, sandbox.RuntimeRunc} {
-		rt := &runtime{name: name, root: filepath.Join(d.cfg.StateDir, name), uidBase: d.cfg.UIDBase,
-			platform: d.cfg.RunscPlatform, debugLog: d.cfg.DebugLogs}
+		rt := &runtime{name: name, root: filepath.Join(d.cfg.StateDir, name), platform: d.cfg.RunscPlatform, debugLog: d.cfg.DebugLogs}
 		path := map[string]string{sandbox.RuntimeRunsc: d.cfg.Runsc, sandbox.RuntimeRunc: d.cfg.Runc}[name]
 		if path == "" {
 			path, _ = exec.LookPath(name)
@@ -279,6 +275,7 @@ type built struct {
 	rt       *runtime
 	b        *bundle
 	lowers   []string
+	uids     uidalloc.Range // the host ids the runtime's user namespace maps ids 0..65535 to
 	control  *net.UnixListener
 	gw       *egress.Gateway
 	cg       *cgroups.Cgroup
@@ -345,7 +342,13 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 		}
 	}
 	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id), rt.name == sandbox.RuntimeRunsc)
-	c := &built{spec: spec, rt: rt, b: b, lowers: lowers}
+	// The range stays recorded while the bundle, which holds files of its ids, exists.
+	uids, err := d.proc.AllocateUIDs(sandbox.LevelContainer, id, b.dir)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	c := &built{spec: spec, rt: rt, b: b, lowers: lowers, uids: uids}
 	c.teardown = func(ctx context.Context) error {
 		err := rt.delete(ctx, id)
 		if uerr := mountinfo.UnmountAll(b.dir); uerr != nil && err == nil {
@@ -356,6 +359,10 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 		}
 		os.RemoveAll(b.dir)
 		release()
+		if err == nil {
+			// The container and its cgroups are gone: nothing runs with the range's ids.
+			d.proc.ReleaseUIDs(sandbox.LevelContainer, id, uids)
+		}
 		return err
 	}
 	fail := func(err error) (*built, error) {
@@ -377,11 +384,11 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	}
 	if seed != nil {
 		b.seed = func(layer string) error {
-			_, err := snapshot.ExtractLayer(seed, layer, d.extractOptions(rt))
+			_, err := snapshot.ExtractLayer(seed, layer, d.extractOptions(uids))
 			return err
 		}
 	}
-	if err := b.assemble(spec, t, lowers, d.proc.NameFiles(spec), d.cfg.InitPath, rt.hostID); err != nil {
+	if err := b.assemble(spec, t, lowers, d.proc.NameFiles(spec), d.cfg.InitPath, uids.HostID); err != nil {
 		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, snapshot.ErrCorrupt) {
 			return fail(err)
 		}
@@ -392,11 +399,11 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	if rt.name == sandbox.RuntimeRunc {
 		c.pids = spec.Resources.MaxProcesses + initTasks
 	}
-	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, c.pids)); err != nil {
+	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, c.pids, uids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
 	}
 	if b.control != "" {
-		if c.control, err = listenControl(b, rt.hostID(process.InitUID)); err != nil {
+		if c.control, err = listenControl(b, uids.HostID(process.InitUID)); err != nil {
 			return fail(fmt.Errorf("control socket: %v: %w", err, errdefs.ErrSetup))
 		}
 	}
@@ -409,9 +416,10 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	return c, nil
 }
 
-// extractOptions are how a snapshot's layer is extracted into a container of runtime rt.
-func (d *Driver) extractOptions(rt *runtime) snapshot.ExtractOptions {
-	return snapshot.ExtractOptions{Layout: LayerLayout, HostID: rt.hostID, HostOwned: true}
+// extractOptions are how a snapshot's layer is extracted into a container whose ids are mapped to
+// uids: the layer's owners are sandbox ids, whatever range the snapshotted sandbox had.
+func (d *Driver) extractOptions(uids uidalloc.Range) snapshot.ExtractOptions {
+	return snapshot.ExtractOptions{Layout: LayerLayout, HostID: uids.HostID, HostOwned: true}
 }
 
 // launch hands container c to the process level, which runs start to have the runtime start it
@@ -439,12 +447,12 @@ func (d *Driver) launch(ctx context.Context, id string, spec sandbox.Spec, c *bu
 		TerminalRelay: rt.name == sandbox.RuntimeRunsc,
 		Root:          b.rootfs,
 		Layer:         filepath.Join(b.layer, "shm"),
-		FileID:        rt.hostID,
+		UIDs:          c.uids,
 		CgroupCPU:     rt.name == sandbox.RuntimeRunsc,
 		Teardown:      c.teardown,
 		Writable:      hostLayer(b, c.lowers),
 		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
-			return d.snapshot(ctx, rt, id, b, cg, w, mem, paused)
+			return d.snapshot(ctx, rt, id, b, c.uids, cg, w, mem, paused)
 		},
 	})
 	if err != nil {

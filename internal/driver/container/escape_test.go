@@ -132,11 +132,6 @@ func fileHash(t *testing.T, p string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// ownUIDBase is a uid range of this test process's own, from base: the leak checks look for
-// processes by uid, and other test processes (this package's, under `go test ./...`) may run
-// sandboxes at the same time.
-func ownUIDBase(base uint32) uint32 { return base + uint32(os.Getpid()%64)*65536 }
-
 // checkLeftovers fails t if d still holds host resources.
 func checkLeftovers(t *testing.T, d *container.Driver) {
 	t.Helper()
@@ -162,7 +157,7 @@ func TestEscape(t *testing.T) {
 	}
 	for _, rt := range []string{sandbox.RuntimeRunc, sandbox.RuntimeRunsc} {
 		t.Run(rt, func(t *testing.T) {
-			d := newDriverWith(t, rt, func(c *container.Config) { c.UIDBase = ownUIDBase(2_250_000_000) })
+			d := newDriverWith(t, rt, nil)
 			// Registered first, so it runs after every sandbox of the test is destroyed.
 			t.Cleanup(func() { checkLeftovers(t, d) })
 

@@ -48,7 +48,6 @@ func imageLevels(t *testing.T, store *image.Store) []imageLevel {
 	for _, rt := range []string{sandbox.RuntimeRunc, sandbox.RuntimeRunsc} {
 		d := newDriverWith(t, rt, func(c *container.Config) {
 			c.Images = store
-			c.UIDBase = ownUIDBase(2_250_000_000)
 		})
 		out = append(out, imageLevel{rt, &pinned{d, rt}, d.Leftovers, false})
 	}
@@ -56,8 +55,8 @@ func imageLevels(t *testing.T, store *image.Store) []imageLevel {
 	return append(out, imageLevel{"process", p, p.Leftovers, true})
 }
 
-// newProcessDriver returns a process-level driver with its own state, cgroup parent and uid
-// range, that makes sandboxes from images in store.
+// newProcessDriver returns a process-level driver with its own state and cgroup parent (so its
+// own instance in the host's uid records), that makes sandboxes from images in store.
 func newProcessDriver(t *testing.T, store driver.Images) *process.Driver {
 	t.Helper()
 	state, err := os.MkdirTemp("", "airlock-test-cimage-")
@@ -68,7 +67,6 @@ func newProcessDriver(t *testing.T, store driver.Images) *process.Driver {
 	cfg := process.DefaultConfig()
 	cfg.StateDir = state
 	cfg.CgroupParent = fmt.Sprintf("airlock-test-cimg-%d", os.Getpid())
-	cfg.UIDBase = ownUIDBase(2_300_000_000)
 	cfg.Images = store
 	d := process.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	t.Cleanup(func() {

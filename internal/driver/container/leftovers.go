@@ -15,8 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/procfs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
@@ -33,7 +34,11 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	if d.cgroups != nil {
 		d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)
 	}
-	return errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
+	err = errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
+	if err == nil {
+		d.proc.ReclaimUIDs(sandbox.LevelContainer, id)
+	}
+	return err
 }
 
 // orphanAge is how old a bundle must be before Sweep takes it for an orphan: younger ones may
@@ -48,7 +53,7 @@ func (d *Driver) Sweep(ctx context.Context) {
 	var swept []string
 	for _, e := range ents {
 		dir := filepath.Join(d.cfg.StateDir, "bundles", e.Name())
-		if process.OwnerAlive(dir) {
+		if procfs.OwnerAlive(dir) {
 			continue
 		}
 		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) < orphanAge && ownerUnknown(dir) {
@@ -106,8 +111,8 @@ func ownerUnknown(dir string) bool {
 }
 
 // Leftovers lists what this level's sandboxes still hold on the host: cgroups, containers the
-// runtimes know, bundles, mounts, and processes (runc's in the mapped uid range; runsc's by its
-// state directory on their command line). Tests call it after tearing sandboxes down.
+// runtimes know, bundles, mounts, the uid ranges still recorded for them, and processes (runc's
+// in a uid range of theirs; runsc's by its state directory on their command line). Tests call it after tearing sandboxes down.
 func (d *Driver) Leftovers() []string {
 	var out []string
 	out = append(out, cgroupDirs(d.cfg.CgroupParent, "*")...)
@@ -129,7 +134,7 @@ func (d *Driver) Leftovers() []string {
 	procs, _ := os.ReadDir("/proc")
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || process.Zombie(pid) {
+		if err != nil || procfs.Zombie(pid) {
 			// An exited container process holds nothing but its pid until the host's init,
 			// which the runtime left it to, reaps it.
 			continue
@@ -138,12 +143,7 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
-	for _, pid := range process.PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange) {
-		if !process.Zombie(pid) {
-			out = append(out, fmt.Sprintf("process %d (in the sandbox uid range)", pid))
-		}
-	}
-	return out
+	return append(out, d.proc.UIDLeftovers(sandbox.LevelContainer)...)
 }
 
 // cgroupDirs are the directories of cgroup parent/name (name may be a glob) in every mounted

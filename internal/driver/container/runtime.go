@@ -22,7 +22,6 @@ type runtime struct {
 	path     string // "" when not installed
 	version  string
 	root     string // the runtime's state directory, airlock's own
-	uidBase  uint32 // both runtimes get a user namespace mapping sandbox id n to uidBase+n
 	platform string // runsc: systrap, ptrace, kvm
 	debugLog string // runsc: a directory for its debug logs ("" none)
 }
@@ -37,9 +36,6 @@ func (r *runtime) cid(id string) string {
 	}
 	return id
 }
-
-// hostID is the host uid of sandbox uid id.
-func (r *runtime) hostID(id int) int { return int(r.uidBase) + id }
 
 // global are the flags before the subcommand.
 func (r *runtime) global(networked bool) []string {
@@ -56,7 +52,13 @@ func (r *runtime) global(networked bool) []string {
 		// --host-uds=open: init dials its control socket, the one host socket in the sandbox's
 		// tree (see process.Launcher.Control); gVisor's checkpoint can save no socket the host
 		// passed in.
-		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "open")
+		// --restore-spec-validation=warning: a restore is a new instance with a host uid range
+		// of its own (every live sandbox has one), and runsc's validation refuses any change of
+		// the spec's id mappings. The mappings only say which host ids the gofer acts as; the
+		// sandbox's kernel sees its own ids 0..65535 either way, and the restored layer's owners
+		// are mapped into the new range. The rest of the spec is airlock's, the same shape.
+		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "open",
+			"--restore-spec-validation", "warning")
 		if r.debugLog != "" {
 			args = append(args, "--debug", "--debug-log", r.debugLog+"/")
 		}

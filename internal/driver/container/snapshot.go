@@ -9,6 +9,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 var _ driver.Restorer = (*Driver)(nil)
@@ -20,14 +21,10 @@ var _ driver.Restorer = (*Driver)(nil)
 // cgroup frozen: runc's processes are the host kernel's, and saving them would take CRIU.
 // (process.Sandbox.Snapshot has made the sandbox ready for a checkpoint: no exec runs, and init
 // holds no host descriptor.)
-func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle, cg *cgroups.Cgroup, w io.Writer, mem string, paused bool) (bool, error) {
-	uidBase := int(rt.uidBase)
+func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle, uids uidalloc.Range, cg *cgroups.Cgroup, w io.Writer, mem string, paused bool) (bool, error) {
 	writeLayer := func() error {
-		_, err := snapshot.WriteLayer(w, b.layer, snapshot.WriteOptions{
-			Layout: LayerLayout, SandboxID: func(host int) (int, bool) {
-				return host - uidBase, host >= uidBase && host-uidBase <= snapshot.MaxID
-			},
-		})
+		// Owners in sandbox ids: a restore maps them into its own range.
+		_, err := snapshot.WriteLayer(w, b.layer, snapshot.WriteOptions{Layout: LayerLayout, SandboxID: uids.SandboxID})
 		return err
 	}
 	if mem != "" && rt.name == sandbox.RuntimeRunsc {

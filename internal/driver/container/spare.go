@@ -135,7 +135,7 @@ func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, laye
 // in mem into its container.
 func (d *Driver) restoreSpare(ctx context.Context, id string, spec sandbox.Spec, sp *spare, layer io.Reader, mem string) (driver.Sandbox, error) {
 	c := sp.c
-	if err := c.b.fill(layer, d.extractOptions(c.rt)); err != nil {
+	if err := c.b.fill(layer, d.extractOptions(c.uids)); err != nil {
 		c.destroy(context.WithoutCancel(ctx))
 		if errors.Is(err, snapshot.ErrCorrupt) {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // initCaps are what airlock's init needs to lock itself down and then start, and signal,
@@ -31,9 +32,9 @@ var (
 
 // ociSpec is the runtime spec of a sandbox: airlock's init as its process, the root the bundle
 // assembled, a fresh /proc and /dev, the cgroup limits, and the namespaces.
-func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle, networked bool, pidsLimit int64) *specs.Spec {
+func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle, networked bool, pidsLimit int64, uids uidalloc.Range) *specs.Spec {
 	nofile := uint64(spec.Resources.MaxOpenFiles)
-	ids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: rt.uidBase, Size: uidRange}}
+	ids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: uids.First(), Size: uidalloc.Size}}
 	caps := initCaps
 	if rt.name == sandbox.RuntimeRunsc {
 		caps = guestInitCaps

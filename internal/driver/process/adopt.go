@@ -3,20 +3,20 @@ package process
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // A daemon that dies (a crash, kill -9, an upgrade) leaves its sandboxes' inits without a driver.
@@ -35,6 +35,9 @@ type hostFacts struct {
 	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22: tells a reused pid apart
 	Socket    string `json:"socket"`
 	NetSlot   *int   `json:"netSlot,omitempty"` // the network pool slot, for networked sandboxes
+	// UIDs is the host uid range of the sandbox's ids (absent in the facts of an airlock from
+	// before ranges were per sandbox: such a sandbox is not adopted).
+	UIDs *uidalloc.Range `json:"uids,omitempty"`
 }
 
 // adoptSocket is where sandbox id's init listens for a new driver.
@@ -67,8 +70,8 @@ func (d *Driver) listenAdopt(id string) (*os.File, error) {
 // HostFacts implements driver.HostFacter: init's pid and start time, and its adoption socket
 // (empty when the sandbox is not adoptable).
 func (s *Sandbox) HostFacts() json.RawMessage {
-	f := hostFacts{Pid: s.pid}
-	f.StartTime, _ = StartTime(s.pid)
+	f := hostFacts{Pid: s.pid, UIDs: &s.uids}
+	f.StartTime, _ = procfs.StartTime(s.pid)
 	if s.d.cfg.OrphanGrace > 0 {
 		f.Socket = s.d.adoptSocket(s.id)
 	}
@@ -77,41 +80,6 @@ func (s *Sandbox) HostFacts() json.RawMessage {
 	}
 	b, _ := json.Marshal(f)
 	return b
-}
-
-// StartTime reads a process's start time in clock ticks since boot: with its pid, it names one
-// process for good (a pid alone may be reused).
-func StartTime(pid int) (uint64, error) {
-	f, err := procStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22 overall
-}
-
-// Zombie reports whether process pid has exited and waits to be reaped (or is gone).
-func Zombie(pid int) bool {
-	f, err := procStat(pid)
-	return err != nil || f[0] == "Z"
-}
-
-// procStat returns the fields of /proc/PID/stat after the command name, from the state (field 3
-// overall) on.
-func procStat(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return nil, errors.New("malformed /proc stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return nil, errors.New("malformed /proc stat")
-	}
-	return fields, nil
 }
 
 // adoptPing bounds how long an adopted init has to answer.
@@ -126,12 +94,15 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err := json.Unmarshal(host, &f); err != nil || f.Pid <= 0 || f.Socket == "" {
 		return nil, fmt.Errorf("sandbox %s: no adoption facts recorded", id)
 	}
-	if st, err := StartTime(f.Pid); err != nil || st != f.StartTime {
+	if !procfs.Alive(f.Pid, f.StartTime) {
 		return nil, fmt.Errorf("sandbox %s: init (pid %d) is gone", id, f.Pid)
 	}
 	cg := d.cgroups.Open(d.cfg.CgroupParent, id)
 	if procs, err := cg.Procs(); err != nil || !slices.Contains(procs, f.Pid) {
 		return nil, fmt.Errorf("sandbox %s: pid %d is not in the sandbox's cgroup", id, f.Pid)
+	}
+	if err := d.adoptUIDs(id, f); err != nil {
+		return nil, err
 	}
 	proc, err := os.FindProcess(f.Pid) // holds a pidfd: signals cannot reach a reused pid
 	if err != nil {
@@ -141,7 +112,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: connect to init: %w", id, err)
 	}
-	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: newUnixConn(c), cg: cg, pid: f.Pid, created: time.Now(),
+	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: newUnixConn(c), cg: cg, pid: f.Pid, uids: *f.UIDs, created: time.Now(),
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	pidfd, err := unix.PidfdOpen(f.Pid, 0)
 	if err != nil {
@@ -216,27 +187,23 @@ func (s *Sandbox) abandon() {
 	}
 }
 
-// OwnerLine names this process for good, for an owner file: its pid and its start time (a pid
-// alone may be reused).
-func OwnerLine() ([]byte, error) {
-	st, err := StartTime(os.Getpid())
-	if err != nil {
-		return nil, err
+// adoptUIDs makes this process the holder of the uid range the facts name, after checking that
+// init's user namespace maps exactly that range. A sandbox whose facts name no range (made by an
+// older airlock, whose sandboxes shared one) is not adopted: it is reclaimed, as it would be were
+// it not adoptable.
+func (d *Driver) adoptUIDs(id string, f hostFacts) error {
+	if f.UIDs == nil {
+		return fmt.Errorf("sandbox %s: no uid range of its own recorded", id)
 	}
-	return fmt.Appendf(nil, "%d %d\n", os.Getpid(), st), nil
-}
-
-// OwnerAlive reports whether the process that dir's owner file (an OwnerLine) names still runs.
-func OwnerAlive(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "owner"))
-	if err != nil {
-		return false
+	if d.uids == nil {
+		return fmt.Errorf("sandbox %s: uid ranges: %v", id, d.uidsErr)
 	}
-	var pid int
-	var st uint64
-	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
-		return false
+	m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", f.Pid))
+	if want := fmt.Sprint(0, f.UIDs.First(), uidalloc.Size); err != nil || strings.Join(strings.Fields(string(m)), " ") != want {
+		return fmt.Errorf("sandbox %s: init's uid map is %q, not the recorded %q", id, strings.TrimSpace(string(m)), want)
 	}
-	now, err := StartTime(pid)
-	return err == nil && now == st
+	if err := d.uids.Adopt(*f.UIDs, d.uidOwner(id)); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
 }

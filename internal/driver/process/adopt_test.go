@@ -52,6 +52,9 @@ func TestAdopt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if r := uidsOf(t, sb); r != uidsOf(t, old) || !recorded(d, old.ID(), r) {
+			t.Errorf("adopted with range %v, made with %v", r, uidsOf(t, old))
+		}
 		if r := shell(t, sb, "cat /workspace/f; pgrep -x sleep >/dev/null && echo sleeping"); r.Stdout != "kept\nsleeping\n" {
 			t.Fatalf("after adoption: %+v", r)
 		}
@@ -119,6 +122,13 @@ func TestAdopt(t *testing.T) {
 		}
 		if _, err := d.Adopt(ctx, "sbx_other", spec, facts); err == nil {
 			t.Error("adopted a sandbox under another sandbox's id")
+		}
+		var orig map[string]any
+		json.Unmarshal(facts, &orig)
+		delete(orig, "uids")
+		older, _ := json.Marshal(orig)
+		if _, err := d.Adopt(ctx, old.ID(), spec, older); err == nil || !strings.Contains(err.Error(), "uid range") {
+			t.Errorf("adopted a sandbox whose facts name no uid range of its own: %v", err)
 		}
 		// The refusals left the sandbox alone: its maker still runs it.
 		if r := shell(t, old, "echo fine"); r.Stdout != "fine\n" {

@@ -31,15 +31,25 @@ import (
 	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Config is the process level's part of airlock's configuration.
 type Config struct {
 	// CgroupParent is the cgroup (in every hierarchy) under which sandboxes' cgroups are made.
 	CgroupParent string
-	// UIDBase is the first host uid (and gid) of the range a sandbox's user namespace maps its ids
-	// 0..65535 to. No sandbox id maps to host root.
-	UIDBase uint32
+	// UIDBase and UIDRanges are the pool of host uids (and gids) that sandboxes' ids are mapped to:
+	// UIDRanges ranges of 65536 ids from the first multiple of 65536 at or above UIDBase (0:
+	// DefaultUIDRanges). Every live sandbox, of this level or the container level, has a range of
+	// its own, disjoint from every other airlock's on the host (uids.go). No sandbox id maps to
+	// host root.
+	UIDBase   uint32
+	UIDRanges int
+	// UIDDir holds the host-wide records of the uid allocator; empty: uidalloc.DefaultDir, which
+	// every airlock on a host must share (tests of the allocator alone use another).
+	UIDDir string
+	// Instance names this airlock in those records; empty: InstanceOf(StateDir).
+	Instance string
 	// InitPath is the binary started as the sandbox's init; default /proc/self/exe.
 	InitPath string
 	// StateDir holds the level's caches (the generated /etc of the host template) and the
@@ -65,9 +75,6 @@ func DefaultConfig() Config {
 	return Config{CgroupParent: "airlock", UIDBase: 2_000_000_000, InitPath: "/proc/self/exe", StateDir: "/var/lib/airlock/process"}
 }
 
-// uidRange is the size of the id range mapped into every sandbox.
-const uidRange = 65536
-
 // initTasks is what init itself may use of the pids limit: the Go runtime's threads. The limit
 // the kernel enforces is MaxProcesses plus this, so that the agent gets what it asked for.
 const initTasks = 8
@@ -87,6 +94,13 @@ type Driver struct {
 
 	etcMu   sync.Mutex        // guards etcDirs
 	etcDirs map[string]string // the host template's /etc by name server, built once per process
+
+	uids     *uidalloc.Pool // the host uid ranges of sandboxes; nil when unusable (uidsErr)
+	uidsErr  error
+	instance string
+
+	usedMu sync.Mutex              // guards used
+	used   map[string]map[int]bool // the ranges this process allocated, by level (for leak checks)
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -97,7 +111,8 @@ func New(cfg Config, log *slog.Logger) *Driver {
 	if cfg.InitPath == "" {
 		cfg.InitPath = "/proc/self/exe"
 	}
-	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{})}
+	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{}), used: map[string]map[int]bool{}}
+	d.uids, d.instance, d.uidsErr = newUIDPool(cfg)
 	// Compiling the filter overlaps with whatever the caller does next (for a one-shot run:
 	// starting the first sandbox's init).
 	go func() {
@@ -118,6 +133,11 @@ func New(cfg Config, log *slog.Logger) *Driver {
 func (d *Driver) Sweep(ctx context.Context) {
 	if swept := d.SweepOrphans(ctx); len(swept) > 0 {
 		d.log.Info("removed orphaned sandbox cgroups", "cgroups", swept)
+	}
+	if d.uids != nil {
+		if freed := d.uids.Sweep(); len(freed) > 0 {
+			d.log.Info("freed the uid ranges of gone sandboxes", "ranges", freed)
+		}
 	}
 }
 
@@ -174,7 +194,15 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		}
 		cfg.HostNet = true
 	}
-	s, err := d.start(ctx, id, spec, cfg, gw, seed)
+	uids, err := d.AllocateUIDs(sandbox.LevelProcess, id, "")
+	if err != nil {
+		if gw != nil {
+			gw.Close()
+		}
+		release()
+		return nil, err
+	}
+	s, err := d.start(ctx, id, spec, cfg, gw, seed, uids)
 	if err != nil {
 		if gw != nil {
 			gw.Close()
@@ -190,24 +218,31 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 // start launches init in new namespaces and sends it the plan. While init boots and builds the
 // root filesystem, the driver makes the cgroup and moves init into it (on cgroup v1 that move waits
 // for an RCU grace period, so the overlap matters); only then may init lock down and report ready.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway, seed io.Reader) (*Sandbox, error) {
+//
+// uids is the sandbox's host uid range; until the sandbox exists, start frees it on failure, and
+// from then on the sandbox's Destroy does.
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway, seed io.Reader, uids uidalloc.Range) (*Sandbox, error) {
 	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
+	early := func(err error) (*Sandbox, error) {
+		d.ReleaseUIDs(sandbox.LevelProcess, id, uids)
+		return nil, setupErr(err)
+	}
 	t0 := time.Now()
 	driverEnd, initEnd, err := socketPair()
 	if err != nil {
-		return nil, setupErr(err)
+		return early(err)
 	}
 	defer initEnd.Close()
 	ctl, err := newConn(driverEnd)
 	if err != nil {
-		return nil, setupErr(err)
+		return early(err)
 	}
 	extra := []*os.File{initEnd}
 	if d.cfg.OrphanGrace > 0 {
 		ln, err := d.listenAdopt(id)
 		if err != nil {
 			ctl.close()
-			return nil, setupErr(err)
+			return early(err)
 		}
 		defer ln.Close()
 		extra = append(extra, ln)
@@ -221,10 +256,10 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UIDBase), Size: uidRange}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UIDBase), Size: uidRange}},
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uids.HostID(0), Size: uidalloc.Size}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uids.HostID(0), Size: uidalloc.Size}},
 			GidMappingsEnableSetgroups: true,
-			// Become the namespace's root (host uid UIDBase) before exec, or exec drops every
+			// Become the namespace's root (the range's first host uid) before exec, or exec drops every
 			// capability: host uid 0 itself is not mapped into the namespace.
 			Credential: &syscall.Credential{Uid: 0, Gid: 0},
 			Pdeathsig:  unix.SIGKILL,
@@ -247,10 +282,10 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	runtime.UnlockOSThread()
 	if err != nil {
 		ctl.close()
-		return nil, setupErr(fmt.Errorf("start init: %w", err))
+		return early(fmt.Errorf("start init: %w", err))
 	}
 	tStarted := time.Since(t0)
-	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid, gw: gw,
+	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid, gw: gw, uids: uids,
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
 	ready := make(chan *message, 1)

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Launcher lets another level run airlock's init inside isolation it built itself — the container
@@ -38,8 +39,9 @@ type Launcher struct {
 	// Root is the sandbox's root filesystem as the host reaches it (files API); Layer a path on
 	// its writable layer (disk usage and the disk-full event).
 	Root, Layer string
-	// FileID maps a sandbox uid to the host uid that owns the files it creates under Root.
-	FileID func(uid int) int
+	// UIDs is the host uid range the runtime maps the sandbox's ids to (AllocateUIDs); the level
+	// frees it in Teardown.
+	UIDs uidalloc.Range
 	// CgroupCPU says the runtime is the sandbox's kernel (gVisor), whose accounting of a command's
 	// CPU time also counts time the host throttled it: an exec's CPU time is then capped by the
 	// cgroup's usage during it, which the host kernel charged.
@@ -90,7 +92,7 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 	if spec.User != sandbox.UserRoot {
 		cfg.UID, cfg.GID = sandbox.AgentUID, sandbox.AgentUID
 	}
-	s := &Sandbox{id: id, d: d, spec: spec, gw: gw, ext: &l, cg: l.Cgroup,
+	s := &Sandbox{id: id, d: d, spec: spec, gw: gw, ext: &l, cg: l.Cgroup, uids: l.UIDs,
 		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{}), rejoined: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
 		s.Destroy(context.Background())
@@ -250,12 +252,7 @@ func (s *Sandbox) layerPath() string {
 }
 
 // hostID is the host uid owning files the sandbox's user uid creates.
-func (s *Sandbox) hostID(uid int) int {
-	if s.ext != nil && s.ext.FileID != nil {
-		return s.ext.FileID(uid)
-	}
-	return int(s.d.cfg.UIDBase) + uid
-}
+func (s *Sandbox) hostID(uid int) int { return s.uids.HostID(uid) }
 
 // HostTemplate is the host template of SPEC §3 for a level that assembles it another way: the
 // host directories bound read-only at the same path, the directories in them to cover with an

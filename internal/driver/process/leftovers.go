@@ -1,13 +1,11 @@
 package process
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // orphanAge is how old an empty sandbox cgroup must be before a sweep removes it. A live
@@ -48,8 +46,9 @@ func (d *Driver) SweepOrphans(ctx context.Context) []string {
 }
 
 // Leftovers lists host resources that belong to no live sandbox of this driver: cgroups under
-// CgroupParent and processes running as one of the sandbox uids. With no sandbox alive it must be
-// empty; tests and the daemon's recovery use it.
+// CgroupParent, uid ranges still recorded for this airlock's process-level sandboxes, and
+// processes running as a uid of a range this driver used. With no sandbox alive it must be empty;
+// tests and the daemon's recovery use it. Other airlocks' sandboxes on the host are not counted.
 func (d *Driver) Leftovers() []string {
 	var out []string
 	if d.cgroups != nil {
@@ -58,46 +57,5 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, "cgroup "+d.cfg.CgroupParent+"/"+n)
 		}
 	}
-	for _, pid := range d.sandboxPids() {
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.TrimSpace(string(comm))))
-	}
-	return out
-}
-
-// sandboxPids returns host pids whose real uid lies in the range mapped into sandboxes.
-func (d *Driver) sandboxPids() []int {
-	return PidsInUIDRange(uint64(d.cfg.UIDBase), uint64(d.cfg.UIDBase)+uidRange)
-}
-
-// PidsInUIDRange returns the host pids whose real uid is in [lo, hi).
-func PidsInUIDRange(lo, hi uint64) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		f, err := os.Open("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
-				if fs := strings.Fields(rest); len(fs) > 0 {
-					if uid, err := strconv.ParseUint(fs[0], 10, 32); err == nil && uid >= lo && uid < hi {
-						pids = append(pids, pid)
-					}
-				}
-				break
-			}
-		}
-		f.Close()
-	}
-	return pids
+	return append(out, d.UIDLeftovers(sandbox.LevelProcess)...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/airlockrun/airlock/internal/landlock"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // probe inspects the host once. Required checks decide availability; the others weaken the
@@ -81,6 +82,12 @@ func (d *Driver) probe() driver.Capabilities {
 		detail = err.Error()
 	}
 	check("host template", true, err == nil && len(host.binds) > 0, detail)
+
+	if d.uidsErr != nil {
+		check("uid ranges", true, false, d.uidsErr.Error())
+	} else {
+		check("uid ranges", true, true, fmt.Sprintf("a host range of %d uids per sandbox, records in %s, instance %s", uidalloc.Size, d.uids.Dir(), d.instance))
+	}
 
 	var missing []string
 	for _, ch := range c.Checks {

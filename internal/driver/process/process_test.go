@@ -50,9 +50,6 @@ func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 	cfg := process.DefaultConfig()
 	cfg.CgroupParent = fmt.Sprintf("airlock-test-%d", os.Getpid())
 	cfg.StateDir = state
-	// Its own uid range, so that the leak check (processes in the range) never sees sandboxes of
-	// other test packages running at the same time.
-	cfg.UIDBase = 2_100_000_000
 	t.Cleanup(func() {
 		// The per-run cgroup parent goes too (rmdir only succeeds once it is empty).
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
@@ -79,13 +76,14 @@ func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 	return d
 }
 
-// mounts counts the host's mounts, but for those of the container level's tests, which may run
-// at the same time (the process level itself mounts nothing on the host).
+// mounts counts the host's mounts, but for those of other airlocks, which may run at the same
+// time: the container level's tests' state, any airlock's container state under /run/airlock
+// and the wasm level's stores. (The process level itself mounts nothing on the host.)
 func mounts() int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	n := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.Contains(l, "airlock-test-container-") {
+		if l != "" && !strings.Contains(l, "airlock-test-container-") && !strings.Contains(l, " /run/airlock/") && !strings.Contains(l, "/wasm/sandboxes/") {
 			n++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 var _ driver.Reclaimer = (*Driver)(nil)
@@ -14,14 +15,16 @@ var _ driver.Reclaimer = (*Driver)(nil)
 // process that made it died. Its init died with that process (PR_SET_PDEATHSIG), and the kernel
 // took its PID and mount namespaces with it; what can remain is the cgroup, with a straggler that
 // left the PID namespace's reach (none should) — the cgroup is killed, then removed.
+//
+// Its uid range is freed once no process runs with its ids (else a later sweep frees it).
 func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	os.Remove(d.adoptSocket(id))
-	if d.cgroups == nil {
-		return nil
+	if d.cgroups != nil {
+		// Destroy of a cgroup that is gone (in some or all hierarchies) is not an error.
+		if err := d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx); err != nil {
+			return fmt.Errorf("reclaim sandbox %s: %w", id, err)
+		}
 	}
-	// Destroy of a cgroup that is gone (in some or all hierarchies) is not an error.
-	if err := d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx); err != nil {
-		return fmt.Errorf("reclaim sandbox %s: %w", id, err)
-	}
+	d.ReclaimUIDs(sandbox.LevelProcess, id)
 	return nil
 }

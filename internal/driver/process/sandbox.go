@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Sandbox is one live process-level sandbox: an init process in its own namespaces and cgroup. It
@@ -37,6 +38,7 @@ type Sandbox struct {
 	release func()          // lets an image's layers be collected again (nil: no image)
 	layer   *os.File        // init's clone of the writable layer, once a snapshot asked for it
 	lowers  []string        // the overlay's lower directories, top first (an image's, a rootfs)
+	uids    uidalloc.Range  // the host ids the sandbox's ids 0..65535 are mapped to
 
 	mu       sync.Mutex // guards waiters, and delivery to them (see readLoop); and rejoined
 	waiters  map[string]chan *message
@@ -128,6 +130,16 @@ func (s *Sandbox) readLoop() {
 func (s *Sandbox) alive() bool {
 	// os.Process signals through a pidfd: once init is reaped this fails, whoever has its pid.
 	return s.proc.Signal(syscall.Signal(0)) == nil
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // ended returns an error if the sandbox can no longer run anything.
@@ -235,7 +247,7 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 
 // FileRoot implements driver.FileRooter: init's root directory as the host reaches it through
 // /proc, i.e. the sandbox's root as its processes see it, mounts included. The ids are the host's
-// for the sandbox's user (its user namespace maps sandbox id n to UIDBase+n).
+// for the sandbox's user (its user namespace maps sandbox id n to host id n of its own range).
 //
 // Host root can read and write existing files through it, but creating a file or directory in
 // the writable layer needs the caller's filesystem ids to be these (setfsuid/setfsgid on a locked
@@ -302,8 +314,16 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		if s.ext != nil && s.ext.Teardown != nil {
 			s.destroyErr = s.ext.Teardown(ctx)
 		}
+		var cgErr error
 		if s.cg != nil { // nil when Create failed before making it
-			s.destroyErr = errors.Join(s.destroyErr, s.cg.Destroy(ctx))
+			cgErr = s.cg.Destroy(ctx)
+			s.destroyErr = errors.Join(s.destroyErr, cgErr)
+		}
+		if s.ext == nil && cgErr == nil && closed(s.exited) {
+			// Nothing runs with its ids any more: init is reaped, and the cgroup, which holds
+			// everything init started, is killed and gone. (Otherwise a sweep frees it once so.)
+			// A launching level frees its own range in Teardown.
+			s.d.ReleaseUIDs(sandbox.LevelProcess, s.id, s.uids)
 		}
 		if s.gw != nil {
 			s.destroyErr = errors.Join(s.destroyErr, s.gw.Close())

@@ -53,9 +53,8 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 		}
 		defer s.cg.Thaw(context.WithoutCancel(ctx))
 	}
-	base := int(s.d.cfg.UIDBase)
 	_, err := snapshot.WriteLayer(w, fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), snapshot.WriteOptions{
-		Layout: LayerLayout, SandboxID: func(host int) (int, bool) { return host - base, host >= base },
+		Layout: LayerLayout, SandboxID: s.uids.SandboxID,
 	})
 	return false, err
 }

@@ -24,9 +24,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -52,7 +52,7 @@ type Driver struct {
 	log  *slog.Logger
 	caps driver.Capabilities
 	rt   *runtimes
-	// owner is this process as its stores record it (process.OwnerLine), for Sweep.
+	// owner is this process as its stores record it (procfs.OwnerLine), for Sweep.
 	owner    []byte
 	ownerErr error
 }
@@ -72,7 +72,7 @@ func New(cfg Config, log *slog.Logger) *Driver {
 		cfg.RuntimeDir = DefaultRuntimeDir
 	}
 	d := &Driver{cfg: cfg, log: log}
-	d.owner, d.ownerErr = process.OwnerLine()
+	d.owner, d.ownerErr = procfs.OwnerLine()
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(cfg.StateDir, "cache")
 	}
@@ -258,7 +258,7 @@ func (d *Driver) Sweep(ctx context.Context) {
 	ents, _ := os.ReadDir(filepath.Join(d.cfg.StateDir, "sandboxes"))
 	var swept []string
 	for _, e := range ents {
-		if process.OwnerAlive(d.dir(e.Name())) {
+		if procfs.OwnerAlive(d.dir(e.Name())) {
 			continue
 		}
 		if err := d.Reclaim(ctx, e.Name()); err != nil {

@@ -47,6 +47,7 @@ import (
 
 	airlockconfig "github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 	"github.com/airlockrun/airlock/test/bench/stats"
 )
 
@@ -59,8 +60,6 @@ const (
 // What airlock's container level uses by default (internal/config, internal/driver/container,
 // internal/sandbox), mirrored by the raw bundles.
 const (
-	uidBase    = 2_000_000_000 + 65536 // process.uidBase + 65536: the container level's range
-	uidRange   = 65536
 	agentUID   = 1000
 	memoryMB   = 2048
 	cpuQuota   = 100_000 // 1 vCPU
@@ -155,18 +154,35 @@ type world struct {
 	id                  atomic.Int64
 	// rawDeletes counts raw runs after which the runtime still had state (deleted on the clock).
 	rawDeletes atomic.Int64
+	// uids is the raw containers' host uid range, taken from airlock's host-wide allocator like
+	// a sandbox's, so that it is no sandbox's; uidPool releases it.
+	uids    uidalloc.Range
+	uidPool *uidalloc.Pool
 }
+
+// rawOwner is the raw containers' entry in the allocator's records.
+var rawOwner = uidalloc.Owner{Instance: "bench-container", Level: "raw", Sandbox: fmt.Sprintf("raw-%d", os.Getpid())}
 
 func newWorld() (*world, error) {
 	dir, err := os.MkdirTemp("", "airlock-bench-container-")
 	if err != nil {
 		return nil, err
 	}
-	// runc's container root is host uid uidBase: it must be able to walk to the rootfs.
+	// runc's container root is the first host uid of the range: it must be able to walk to the
+	// rootfs.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &world{dir: dir}, nil
+	c := airlockconfig.Default()
+	pool, err := uidalloc.New(uidalloc.DefaultDir, c.Process.UIDBase, c.Process.UIDRanges)
+	if err != nil {
+		return nil, err
+	}
+	r, err := pool.Allocate(rawOwner)
+	if err != nil {
+		return nil, err
+	}
+	return &world{dir: dir, uids: r, uidPool: pool}, nil
 }
 
 func (w *world) path(p ...string) string { return filepath.Join(append([]string{w.dir}, p...)...) }
@@ -435,6 +451,9 @@ func (w *world) cleanup() error {
 		if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 		}
+	}
+	if errors.Join(errs...) == nil { // else a later sweep frees the range, once nothing runs in it
+		errs = append(errs, w.uidPool.Release(w.uids, rawOwner))
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // rawGlobal are airlock's global flags for each runtime, with the benchmark's own state dir.
@@ -94,7 +96,7 @@ func (w *world) rawBundle(rt string, wl workload) (string, error) {
 	if err := unix.Mount("", usr, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return "", fmt.Errorf("remount /usr read-only: %w", err)
 	}
-	b, err := json.MarshalIndent(rawSpec(rt, root, wl.Argv), "", "\t")
+	b, err := json.MarshalIndent(rawSpec(rt, root, wl.Argv, w.uids), "", "\t")
 	if err != nil {
 		return "", err
 	}
@@ -107,8 +109,8 @@ func (w *world) rawBundle(rt string, wl workload) (string, error) {
 // hand-written bundle has: /tmp and /dev/shm are the runtime's tmpfs rather than a bind of a
 // host-side layer capped at diskMb; the root is the bundle's directory rather than a tmpfs
 // layer; there is no seccomp filter (airlock's init installs its own).
-func rawSpec(rt, root string, argv []string) *specs.Spec {
-	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: uidBase, Size: uidRange}}
+func rawSpec(rt, root string, argv []string, uids uidalloc.Range) *specs.Spec {
+	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: uids.First(), Size: uidalloc.Size}}
 	s := &specs.Spec{
 		Version:  specs.Version,
 		Hostname: "sandbox",
