@@ -673,5 +673,9 @@ func (c Config) checkListen() error {
 	return fmt.Errorf("config: listen %q is not a loopback address: serve TLS (--tls-cert/--tls-key) or pass --insecure to send API keys in the clear", c.Listen)
 }
 
+// SealKeyPath is the file of the key that seals webhook secrets in the store (0600, made at the
+// first start): the database alone does not give them away.
+func (c Config) SealKeyPath() string { return filepath.Join(c.DataDir, "seal.key") }
+
 // DatabasePath is the store's file.
 func (c Config) DatabasePath() string { return filepath.Join(c.DataDir, "airlock.db") }

@@ -64,7 +64,11 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 		return nil, err
 	}
 	d.lock = lock
-	if d.store, err = store.Open(ctx, cfg.DatabasePath(), store.Options{Sync: cfg.Database.Sync}, log.With("component", "store")); err != nil {
+	seal, err := store.LoadSealKey(cfg.SealKeyPath())
+	if err != nil {
+		return nil, err
+	}
+	if d.store, err = store.Open(ctx, cfg.DatabasePath(), store.Options{Sync: cfg.Database.Sync, SealKey: seal}, log.With("component", "store")); err != nil {
 		return nil, err
 	}
 	network, err := levels.Network(cfg, log)

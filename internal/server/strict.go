@@ -106,6 +106,9 @@ func walkKeys(v any, t reflect.Type, path string) error {
 					if k == "" {
 						return errdefs.Invalid(cmp.Or(path, "body"), "unknown field \"\"")
 					}
+					if hint, ok := retired[join(path, k)]; ok {
+						return errdefs.Invalid(join(path, k), "%s", hint)
+					}
 					return errdefs.Invalid(join(path, k), "unknown field")
 				}
 				if err := walkKeys(e, ft, join(path, k)); err != nil {
@@ -123,6 +126,11 @@ func walkKeys(v any, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// retired are fields earlier versions took, with what to use instead.
+var retired = map[string]string{
+	"rootfs": "is not accepted: a host directory is the operator's to name; use template (GET /api/v1/templates lists those this key may use)",
 }
 
 func join(path, k string) string {

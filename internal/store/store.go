@@ -41,10 +41,16 @@ type Options struct {
 	// crash or kill -9 of the daemon, not a power loss) or "full" (fsync per commit: survives
 	// power loss, slower).
 	Sync string
+	// SealKey, when set (SealKeySize bytes, LoadSealKey), seals webhook secrets at rest; those
+	// stored in the clear by an earlier airlock are sealed at open.
+	SealKey []byte
 }
 
 // Validate reports an unknown sync mode.
 func (o Options) Validate() error {
+	if o.SealKey != nil && len(o.SealKey) != SealKeySize {
+		return fmt.Errorf("store: a seal key has %d bytes (got %d)", SealKeySize, len(o.SealKey))
+	}
 	switch o.Sync {
 	case "", SyncNormal, SyncFull:
 		return nil
@@ -63,6 +69,8 @@ type Store struct {
 
 	authMu sync.Mutex
 	auth   map[string]authEntry // Authenticate's recent answers, by the secret's hash
+
+	sealKey []byte // seals webhook secrets; nil stores them as they are
 }
 
 // Open opens (creating if needed) the database at path (file mode 0600, parent dir 0700), sets
@@ -113,8 +121,12 @@ func Open(ctx context.Context, path string, opts Options, log *slog.Logger) (*St
 	read.SetMaxIdleConns(n) // keep them: opening one runs the pragmas again
 	read.SetConnMaxIdleTime(0)
 
-	s := &Store{write: write, read: read, log: log, auth: map[string]authEntry{}}
+	s := &Store{write: write, read: read, log: log, auth: map[string]authEntry{}, sealKey: opts.SealKey}
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	if err := s.sealStored(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)
 	}

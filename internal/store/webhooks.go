@@ -50,6 +50,10 @@ func (s *Store) PutWebhook(ctx context.Context, w Webhook, max int) error {
 	if err != nil {
 		return fmt.Errorf("webhook %s: encode events: %w", w.ID, err)
 	}
+	secret, err := s.seal(w.ID, w.Secret)
+	if err != nil {
+		return fmt.Errorf("webhook %s: seal its secret: %w", w.ID, err)
+	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhooks WHERE tenant = ?`, w.Tenant).Scan(&n); err != nil {
@@ -59,14 +63,14 @@ func (s *Store) PutWebhook(ctx context.Context, w Webhook, max int) error {
 			return errdefs.New(errdefs.ErrQuota, "tenant %s has %d webhooks, the most allowed: delete one first", w.Tenant, n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, tenant, url, events, secret, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			w.ID, w.Tenant, w.URL, string(events), w.Secret, w.Description, toNanos(orNow(w.CreatedAt)))
+			w.ID, w.Tenant, w.URL, string(events), secret, w.Description, toNanos(orNow(w.CreatedAt)))
 		return inserted("webhook", w.ID, err)
 	})
 }
 
 // Webhook returns webhook id of tenant ("" = any tenant); another tenant's is ErrNotFound.
 func (s *Store) Webhook(ctx context.Context, tenant, id string) (Webhook, error) {
-	w, err := scanWebhook(s.read.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks
+	w, err := s.scanWebhook(s.read.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks
 		WHERE id = ? AND (? = '' OR tenant = ?)`, id, tenant, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Webhook{}, fmt.Errorf("webhook %s: %w", id, errdefs.ErrNotFound)
@@ -84,10 +88,10 @@ func (s *Store) Webhooks(ctx context.Context, tenant string) ([]Webhook, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
-	return collect(rows, "list webhooks", scanWebhook)
+	return collect(rows, "list webhooks", s.scanWebhook)
 }
 
-func scanWebhook(row interface{ Scan(...any) error }) (Webhook, error) {
+func (s *Store) scanWebhook(row interface{ Scan(...any) error }) (Webhook, error) {
 	var w Webhook
 	var events string
 	var created int64
@@ -96,6 +100,10 @@ func scanWebhook(row interface{ Scan(...any) error }) (Webhook, error) {
 		return w, err
 	}
 	w.CreatedAt = fromNanos(created)
+	var err error
+	if w.Secret, err = s.unseal(w.ID, w.Secret); err != nil {
+		return w, fmt.Errorf("webhook %s: %w", w.ID, err)
+	}
 	if err := json.Unmarshal([]byte(events), &w.Events); err != nil {
 		return w, fmt.Errorf("webhook %s: events: %w", w.ID, err)
 	}
