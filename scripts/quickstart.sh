@@ -8,12 +8,17 @@ DATA=${AIRLOCK_DATA_DIR:-$PWD/.airlock}
 LISTEN=${AIRLOCK_LISTEN:-127.0.0.1:7070}
 
 KEY=$("$BIN" keys create --tenant default --data-dir "$DATA")
+ADMIN=$("$BIN" keys create --admin --data-dir "$DATA" 2>/dev/null)
 cat <<MSG
 
 airlock serve is starting on http://$LISTEN (data in $DATA).
 A new API key for tenant "default" (shown once):
 
     $KEY
+
+and an admin key, the operator's (images, pools, every tenant's quota; keep it to yourself):
+
+    $ADMIN
 
 In another terminal, copy and paste:
 
@@ -23,6 +28,8 @@ In another terminal, copy and paste:
     $BIN exec -it \$ID            # an interactive shell in the same sandbox
     $BIN ls
     $BIN rm \$ID
+    $BIN tenants                  # this key's quota and what it uses
+    AIRLOCK_TOKEN=$ADMIN $BIN pool put warm --size 2 --memory 512M   # an operator's warm pool
 
 Python and JavaScript as WebAssembly inside airlock (the wasm level, milliseconds per command):
 

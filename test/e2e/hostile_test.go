@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/driver/process"
 )
 
 // hostile is a daemon with an operator's configuration (volumes, a template, a scoped secret,
@@ -420,12 +423,28 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		} else {
 			h.c1.Terminate(bg(), c.ID)
 		}
-		// Ended sandboxes give their share back.
-		h.c2.Terminate(bg(), a.ID)
+		// Ended sandboxes give their share back: terminated, and failed (its init killed from the
+		// host).
 		h.c2.Terminate(bg(), b.ID)
-		if c, err := h.c2.Create(bg(), big); err != nil {
-			t.Errorf("after terminating: %v", err)
-		} else {
+		for _, pid := range cgroupProcs("airlock", process.InstanceOf(h.dataDir), a.ID) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			sb, err := h.c2.Get(bg(), a.ID)
+			if err == nil && sb.Status == api.StatusFailed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a sandbox whose init was killed: %+v %v", sb, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for range 2 { // twice: what failed counts no more than what was terminated
+			c, err := h.c2.Create(bg(), big)
+			if err != nil {
+				t.Fatalf("after a failure and a termination: %v", err)
+			}
 			h.c2.Terminate(bg(), c.ID)
 		}
 		all, err := h.adminC.Tenants(bg())

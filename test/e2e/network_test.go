@@ -862,12 +862,12 @@ func TestNetworkRunOneShot(t *testing.T) {
 	w.waitNoVeths(t, 5*time.Second)
 }
 
-// netnsCount counts the distinct network namespaces of the host's processes.
+// netnsCount counts the distinct network namespaces of the sandbox processes of the tests' own
+// airlocks (those in their uid ranges), so that another airlock on the host does not count.
 func netnsCount() int {
 	set := map[string]bool{}
-	links, _ := filepath.Glob("/proc/[0-9]*/ns/net")
-	for _, l := range links {
-		if s, err := os.Readlink(l); err == nil {
+	for pid := range sandboxProcs() {
+		if s, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil {
 			set[s] = true
 		}
 	}
@@ -875,8 +875,8 @@ func netnsCount() int {
 }
 
 // TestNetworkLeaks makes networked sandboxes of every kind and terminates them: no veth, no
-// namespace, no process or cgroup remains. It is not parallel, so that it can count the host's
-// namespaces.
+// namespace, no process or cgroup remains. It is not parallel, so that it can count the
+// namespaces of its own sandboxes' processes.
 func TestNetworkLeaks(t *testing.T) {
 	w := newWorld(t)
 	check := leakCheck(t)
