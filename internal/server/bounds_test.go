@@ -42,6 +42,16 @@ func boundsAPI(t *testing.T, mx *airmetrics.Metrics, timeout time.Duration) (str
 	return srv.URL, keys[0], m, st
 }
 
+// adminKey creates an admin key of tenant in st.
+func adminKey(t *testing.T, st *store.Store, tenant string) string {
+	t.Helper()
+	key, _, err := st.CreateAdminKey(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // openStore opens a store in a temporary directory, closed when t ends, with a key for each
 // tenant, returned in order.
 func openStore(t *testing.T, tenants ...string) (*store.Store, []string) {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -21,22 +20,13 @@ import (
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
-	"github.com/airlockrun/airlock/internal/store"
 )
 
 // imageAPI serves the API over a fresh key store and images, and returns its URL and a key.
 func imageAPI(t *testing.T, images Images) (url, key string) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	key, _, err = st.CreateAdminKey(ctx, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := openStore(t)
+	key = adminKey(t, st, "t1")
 	srv := httptest.NewServer(New(Config{}, nil, st, nil, images, slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	return srv.URL, key

@@ -22,7 +22,6 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/store"
 )
 
 // fakeLevel is a "process" level whose sandboxes are only records: enough for the manager to
@@ -208,23 +207,15 @@ type plainSandbox struct{ driver.Sandbox }
 // returns its URL, a key and the level.
 func poolAPI(t *testing.T, configured ...api.Pool) (url, key string, level *fakeLevel) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	key, _, err = st.CreateAdminKey(ctx, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := openStore(t)
+	key = adminKey(t, st, "t1")
 	level = &fakeLevel{live: map[string]*fakeSandbox{}}
 	drivers := driver.NewRegistry()
 	drivers.Register(level)
 	log := slog.New(slog.DiscardHandler)
 	m := manager.New(manager.Config{SnapshotDir: filepath.Join(t.TempDir(), "snapshots")}, drivers, st, log)
 	t.Cleanup(m.Close)
-	if err := m.StartPools(ctx, configured); err != nil {
+	if err := m.StartPools(context.Background(), configured); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(New(Config{}, m, st, drivers, Images{}, log))
