@@ -286,10 +286,7 @@ func (m *Manager) admit(ctx context.Context, spec api.Spec) error {
 // quotaLocked refuses a new sandbox of spec for tenant ten past its quota: live sandboxes
 // (claims in flight included), their total memory and disk. m.mu is held.
 func (m *Manager) quotaLocked(ten string, spec api.Spec) error {
-	q := m.cfg.Grants.QuotaOf(ten)
-	if q.MaxSandboxes == 0 {
-		q.MaxSandboxes = m.cfg.MaxSandboxesPerTenant
-	}
+	q := m.quotaOf(ten)
 	u := m.usageLocked(ten)
 	switch {
 	case u.Sandboxes >= q.MaxSandboxes:
@@ -331,15 +328,21 @@ func (m *Manager) Tenants(ctx context.Context, names []string) []api.Tenant {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, n := range names {
-		q := m.cfg.Grants.QuotaOf(n)
-		if q.MaxSandboxes == 0 {
-			q.MaxSandboxes = m.cfg.MaxSandboxesPerTenant
-		}
 		u := m.usageLocked(n)
 		u.StoredMB = m.storedOf(n) >> 20
-		out = append(out, api.Tenant{Name: n, Quota: q, Usage: u})
+		out = append(out, api.Tenant{Name: n, Quota: m.quotaOf(n), Usage: u})
 	}
 	return out
+}
+
+// quotaOf is tenant ten's quota, its live sandboxes bounded by MaxSandboxesPerTenant where the
+// grants set no bound.
+func (m *Manager) quotaOf(ten string) api.Quota {
+	q := m.cfg.Grants.QuotaOf(ten)
+	if q.MaxSandboxes == 0 {
+		q.MaxSandboxes = m.cfg.MaxSandboxesPerTenant
+	}
+	return q
 }
 
 // Grants are the operator's grants the manager checks against.
