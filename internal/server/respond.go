@@ -19,8 +19,12 @@ import (
 // written is returned by handlers that wrote their own response (a download, a stream).
 var written = errors.New("response written")
 
-// writeJSON writes the success envelope.
+// writeJSON writes the success envelope. A nil slice is written as [], never null: the OpenAPI
+// document declares every list an array.
 func writeJSON(w http.ResponseWriter, status int, data any) {
+	if v := reflect.ValueOf(data); v.Kind() == reflect.Slice && v.IsNil() {
+		data = reflect.MakeSlice(v.Type(), 0, 0).Interface()
+	}
 	b, err := json.Marshal(api.Response[any]{OK: true, Data: data})
 	if err != nil {
 		writeError(w, nil, fmt.Errorf("encode response: %w", err))

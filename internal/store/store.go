@@ -216,10 +216,11 @@ func orNow(t time.Time) time.Time {
 	return t
 }
 
-// collect scans every row with scan, closing rows; errors carry what.
+// collect scans every row with scan, closing rows; errors carry what. No rows is an empty
+// slice, not nil (the API's lists are arrays, never null).
 func collect[T any](rows *sql.Rows, what string, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []T
+	out := []T{}
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
