@@ -76,7 +76,11 @@ type Key struct {
 
 // Health is GET /healthz.
 type Health struct {
-	Status    string `json:"status"` // "ok"
+	// Status is "ok", or "degraded" while the daemon's store cannot be written (its data
+	// dir's disk is full): reads are served, writes answer 507 until it has room.
+	Status string `json:"status"`
+	// Reason says why the daemon is degraded, and since when.
+	Reason    string `json:"reason,omitempty"`
 	Version   string `json:"version"`
 	Sandboxes int    `json:"sandboxes"` // live sandboxes
 }

@@ -99,6 +99,10 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 		MaxPools: cfg.Limits.MaxPools, MaxPoolSandboxes: cfg.Limits.MaxPoolSandboxes, Grants: cfg.Grants(), ImageInStore: inStore,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: mx, Audit: auditConfig(cfg.Audit, mx),
 		Sinks: []audit.Sink{d.hooks}}, drivers, d.store, log.With("component", "manager"))
+	d.store.OnHealth(func(h store.Health) {
+		mx.StoreDegraded(h.Degraded)
+		d.m.StoreHealth(h)
+	})
 	mx.SetSandboxSource(d.m.SandboxCounts)
 	mx.SetPoolSource(d.m.Pools)
 	network.SetSink(d.m.NetworkEvent)

@@ -33,6 +33,10 @@ var (
 	ErrQuota = errors.New("quota exceeded")
 	// ErrNoSpace: the sandbox's writable layer is full (HTTP 507).
 	ErrNoSpace = errors.New("no space left in the sandbox")
+	// ErrStoreFull: the daemon's own store (its database in the data dir) cannot be written —
+	// its disk is full or failing — so nothing that must be recorded first can be done (HTTP
+	// 507, like ErrNoSpace, but the daemon's disk, not the sandbox's layer).
+	ErrStoreFull = errors.New("the daemon's store cannot be written")
 )
 
 // FieldError is an ErrInvalidArgument that names the offending input field, so that the API can

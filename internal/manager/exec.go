@@ -104,7 +104,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 		res.ExitCode = 128 + int(syscall.SIGKILL)
 		res.LimitEvents = dropTimeout(res.LimitEvents)
 	}
-	if ferr := m.store.FinishExec(context.WithoutCancel(ctx), execID, res, time.Now().UTC()); ferr != nil {
+	if ferr := m.finishExec(ctx, execID, res); ferr != nil {
 		return api.ExecResult{}, fmt.Errorf("record exec result: %w", ferr)
 	}
 	m.execRecorded(ten, int64(len(res.Stdout)+len(res.Stderr)))

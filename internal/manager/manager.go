@@ -112,6 +112,7 @@ type Manager struct {
 	snapsErr error
 
 	stored *storedBytes // what the store keeps for each tenant, against maxStoredMb
+	unrec  unrecorded   // exec results the store could not take yet (storage.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -195,6 +196,9 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	if err := m.admit(ctx, spec); err != nil {
 		return api.Sandbox{}, err
 	}
+	if err := m.checkStore(ctx); err != nil {
+		return api.Sandbox{}, err // before a warm sandbox is taken: its claim could not be recorded
+	}
 	if err := m.cfg.Grants.Resolve(&spec); err != nil {
 		return api.Sandbox{}, err
 	}
@@ -256,7 +260,8 @@ func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error
 	err = m.provision(sctx, d, b, sandbox.ReasonReady, from)
 	m.cfg.Metrics.ObserveCreate(spec.Isolation, createSource(from), start, err)
 	if err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) {
+		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) ||
+			errors.Is(err, errdefs.ErrStoreFull) {
 			return api.Sandbox{}, err
 		}
 		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
@@ -590,19 +595,26 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 	if st == api.StatusProvisioning {
 		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "terminate"}
 	}
-	m.release(b, api.StatusTerminated, sandbox.ReasonTerminated)
+	if err := m.release(b, api.StatusTerminated, sandbox.ReasonTerminated); err != nil {
+		if view, gerr := m.Get(ctx, id); gerr == nil && !sandbox.Live(view.Status) {
+			return api.Sandbox{}, fmt.Errorf("sandbox %s is %s and holds nothing now, but its end could not be recorded; terminate it again when the store has room: %w", id, view.Status, err)
+		}
+		return api.Sandbox{}, fmt.Errorf("sandbox %s not terminated, nothing was destroyed: %w", id, err)
+	}
 	return m.Get(ctx, id)
 }
 
 // release destroys b's host resources and moves it to its end: `end` is terminated (a normal
-// end: through completed when it ran) or failed.
-func (m *Manager) release(b *box, end, reason string) {
+// end: through completed when it ran) or failed. It returns the error of recording the end; a
+// client's terminate (reason terminated) whose first step could not be recorded destroys
+// nothing, every other end (timeouts, shutdown, failures) destroys anyway.
+func (m *Manager) release(b *box, end, reason string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b.mu.Lock()
 	if !sandbox.Live(b.status) {
 		b.mu.Unlock()
-		return // someone else ended it
+		return nil // someone else ended it
 	}
 	sb, spare, spec := b.sb, b.spare, b.spec
 	b.sb, b.spare = nil, ""
@@ -613,15 +625,21 @@ func (m *Manager) release(b *box, end, reason string) {
 	}
 	// Record the end first, so that no new exec starts, then destroy outside the lock (execs in
 	// flight return when their processes die).
+	var err error
 	switch {
 	case end == api.StatusFailed:
-		m.transitionLocked(ctx, b, api.StatusFailed, reason)
+		err = m.transitionLocked(ctx, b, api.StatusFailed, reason)
 	case sandbox.CanTransition(b.status, api.StatusTerminated):
-		m.transitionLocked(ctx, b, api.StatusTerminated, reason)
+		err = m.transitionLocked(ctx, b, api.StatusTerminated, reason)
 	default:
-		if m.transitionLocked(ctx, b, api.StatusCompleted, reason) == nil {
-			m.transitionLocked(ctx, b, api.StatusTerminated, reason)
+		if err = m.transitionLocked(ctx, b, api.StatusCompleted, reason); err == nil {
+			err = m.transitionLocked(ctx, b, api.StatusTerminated, reason)
 		}
+	}
+	if err != nil && reason == sandbox.ReasonTerminated && sandbox.Live(b.status) {
+		b.sb, b.spare = sb, spare // refused: the sandbox goes on as it was
+		b.mu.Unlock()
+		return err
 	}
 	b.mu.Unlock()
 	if sb != nil {
@@ -632,6 +650,7 @@ func (m *Manager) release(b *box, end, reason string) {
 	m.discardSpare(spec, spare)
 	b.retiring.Wait() // a terminated sandbox leaves nothing, also of what a restore replaced
 	m.forget(b, true)
+	return err
 }
 
 // forget drops b from the live set; its logs stay readable for a while when keep is set.
@@ -661,6 +680,9 @@ func (m *Manager) tick() {
 		case <-m.stop:
 			return
 		case now := <-t.C:
+			if !m.store.Probe(context.Background()).Degraded {
+				m.recordUnrecorded(context.Background())
+			}
 			for _, b := range m.snapshot() {
 				if reason := b.expired(now); reason != "" {
 					m.log.Info("sandbox timed out", "sandbox", b.id, "reason", reason)
@@ -825,5 +847,6 @@ func (m *Manager) Close() {
 	}
 	wg.Wait()
 	m.wg.Wait()
-	m.events.Flush() // what the last teardowns reported
+	m.recordUnrecorded(context.Background()) // a last try; what fails is marked lost at the next start
+	m.events.Flush()                         // what the last teardowns reported
 }

@@ -70,6 +70,8 @@ type Metrics struct {
 	unauthn       *prometheus.CounterVec // reason
 	rateLimited   prometheus.Counter
 	connRefused   *prometheus.CounterVec // reason
+	storeDegraded prometheus.Gauge
+	storeOnsets   prometheus.Counter
 
 	state *stateCollector
 }
@@ -129,6 +131,14 @@ func New() *Metrics {
 			Name: "airlock_api_connections_refused_total",
 			Help: "API connections closed as soon as accepted, by the cap they were over: client (server.maxConnectionsPerClient) or total (server.maxConnections).",
 		}, []string{"reason"}),
+		storeDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "airlock_store_degraded",
+			Help: "1 while the daemon's store cannot be written (its data dir's disk is full or failing: writes answer 507), else 0.",
+		}),
+		storeOnsets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_store_degraded_total",
+			Help: "Times the daemon's store started refusing writes for its disk.",
+		}),
 		state: newStateCollector(),
 	}
 	// Series that alerts compare against exist from the start, at 0, instead of appearing with
@@ -151,7 +161,8 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.createSeconds, m.createErrors, m.execSeconds, m.limitHits, m.egress, m.events, m.webhooks,
-		m.auditWritten, m.auditDropped, m.unauthn, m.rateLimited, m.connRefused, m.state,
+		m.auditWritten, m.auditDropped, m.unauthn, m.rateLimited, m.connRefused,
+		m.storeDegraded, m.storeOnsets, m.state,
 	)
 	return m
 }
@@ -251,6 +262,19 @@ func (m *Metrics) AuditDropped(n int) {
 		return
 	}
 	m.auditDropped.Add(float64(n))
+}
+
+// StoreDegraded sets whether the daemon's store refuses writes for its disk.
+func (m *Metrics) StoreDegraded(degraded bool) {
+	if m == nil {
+		return
+	}
+	if degraded {
+		m.storeDegraded.Set(1)
+		m.storeOnsets.Inc()
+		return
+	}
+	m.storeDegraded.Set(0)
 }
 
 // stateCollector reports the daemon's state from its sources at scrape time.

@@ -99,7 +99,7 @@ func statusOf(err error, e api.Error) (int, api.Error) {
 	case errors.Is(err, errdefs.ErrQuota):
 		e.Code = api.CodeQuotaExceeded
 		return http.StatusTooManyRequests, e
-	case errors.Is(err, errdefs.ErrNoSpace):
+	case errors.Is(err, errdefs.ErrNoSpace) || errors.Is(err, errdefs.ErrStoreFull):
 		e.Code = api.CodeInsufficientStorage
 		return http.StatusInsufficientStorage, e
 	}

@@ -231,7 +231,11 @@ func (s *Server) unauthenticated(reason string) {
 }
 
 func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
-	return api.Health{Status: "ok", Version: s.cfg.Version, Sandboxes: s.m.Live()}, nil
+	h := api.Health{Status: "ok", Version: s.cfg.Version, Sandboxes: s.m.Live()}
+	if sh := s.store.Probe(r.Context()); sh.Degraded {
+		h.Status, h.Reason = "degraded", fmt.Sprintf("the daemon's store cannot be written since %s: %s", sh.Since.Format(time.RFC3339), sh.Reason)
+	}
+	return h, nil
 }
 
 func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

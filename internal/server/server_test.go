@@ -36,6 +36,7 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("big: %w", errdefs.ErrTooLarge), 413, api.CodePayloadTooLarge, ""},
 		{&http.MaxBytesError{Limit: 5}, 413, api.CodePayloadTooLarge, ""},
 		{fmt.Errorf("full: %w", errdefs.ErrNoSpace), 507, api.CodeInsufficientStorage, ""},
+		{fmt.Errorf("record exec: %w", errdefs.ErrStoreFull), 507, api.CodeInsufficientStorage, ""},
 		{fmt.Errorf("setup: %w", errdefs.ErrSetup), 500, api.CodeInternal, ""},
 		{errors.New("boom"), 500, api.CodeInternal, ""},
 	} {

@@ -61,8 +61,9 @@ func (o Options) Validate() error {
 // Store is an open database. Its methods are safe for concurrent use.
 type Store struct {
 	// write is the only connection that writes (SetMaxOpenConns(1)): writers queue in
-	// database/sql rather than in SQLite's busy handler, so they never see SQLITE_BUSY.
-	write *sql.DB
+	// database/sql rather than in SQLite's busy handler, so they never see SQLITE_BUSY. Its
+	// statements' errors go through health (a full disk is ErrStoreFull).
+	write writer
 	// read is a pool of read-only connections; in WAL mode readers never wait for the writer.
 	read *sql.DB
 	log  *slog.Logger
@@ -71,6 +72,8 @@ type Store struct {
 	auth   map[string]authEntry // Authenticate's recent answers, by the secret's hash
 
 	sealKey []byte // seals webhook secrets; nil stores them as they are
+
+	health health // whether writes work (health.go)
 }
 
 // Open opens (creating if needed) the database at path (file mode 0600, parent dir 0700), sets
@@ -101,8 +104,10 @@ func Open(ctx context.Context, path string, opts Options, log *slog.Logger) (*St
 	if opts.Sync == SyncFull {
 		sync = "FULL"
 	}
+	// journal_size_limit: a WAL that grew (a burst of writes, or checkpoints held back while the
+	// disk was full) is truncated back to 16 MiB at its next reset, so the disk gets the room back.
 	write, err := sql.Open("sqlite", dsn(path, true,
-		"journal_mode(WAL)", "synchronous("+sync+")", "foreign_keys(1)"))
+		"journal_mode(WAL)", "synchronous("+sync+")", "foreign_keys(1)", "journal_size_limit(16777216)"))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -121,7 +126,8 @@ func Open(ctx context.Context, path string, opts Options, log *slog.Logger) (*St
 	read.SetMaxIdleConns(n) // keep them: opening one runs the pragmas again
 	read.SetConnMaxIdleTime(0)
 
-	s := &Store{write: write, read: read, log: log, auth: map[string]authEntry{}, sealKey: opts.SealKey}
+	s := &Store{read: read, log: log, auth: map[string]authEntry{}, sealKey: opts.SealKey}
+	s.write = writer{DB: write, health: &s.health}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)
@@ -156,17 +162,24 @@ func (s *Store) Close() error {
 }
 
 // writeTx runs fn in one write transaction (BEGIN IMMEDIATE) on the writer connection and commits
-// it if fn returns nil.
+// it if fn returns nil. A failure of the disk is an errdefs.ErrStoreFull (health.wrote).
 func (s *Store) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return s.health.wrote(err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		return err
+		return s.health.wrote(err)
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		// SQLite may keep the transaction open after a COMMIT that failed for the disk
+		// (SQLITE_FULL, SQLITE_IOERR); database/sql keeps the connection, so end it here or the
+		// next BEGIN fails. There is one writer connection: this is that one.
+		s.write.DB.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		return s.health.wrote(err)
+	}
+	return s.health.wrote(nil)
 }
 
 // inserted is the error of inserting row id of kind ("sandbox", "exec", ...): nil, ErrConflict
