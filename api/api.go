@@ -237,7 +237,14 @@ type ExecResult struct {
 	OutputDropped bool          `json:"outputDropped,omitempty"`
 	LimitEvents   []LimitEvent  `json:"limitEvents"`
 	ResourceUsage ResourceUsage `json:"resourceUsage"`
+	// EndedBy says what ended the command when it was neither itself nor its own limits:
+	// EndedByDaemonShutdown. Empty otherwise.
+	EndedBy string `json:"endedBy,omitempty"`
 }
+
+// EndedByDaemonShutdown: the daemon's shutdown killed the command (its grace,
+// server.shutdownGraceSeconds, was over); the client's connection was closed without an answer.
+const EndedByDaemonShutdown = "daemon_shutdown"
 
 // Execution is the stored record of one exec.
 type Execution struct {

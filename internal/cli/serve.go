@@ -62,7 +62,7 @@ func serveCmd(e *env, args []string) int {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		log.Info("stopping", "grace", daemon.ShutdownGrace)
+		log.Info("stopping", "grace", d.Grace())
 		err = d.Stop()
 		<-done
 	}

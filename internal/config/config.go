@@ -277,6 +277,10 @@ type ServerConfig struct {
 	// address, an IPv6 /64), so that one client cannot take every place; it must be below
 	// MaxConnections. On loopback every local client is 127.0.0.1 or ::1. Default 512.
 	MaxConnectionsPerClient int `json:"maxConnectionsPerClient"`
+	// ShutdownGraceSeconds is how long a stopping daemon (SIGTERM) waits for requests in
+	// flight before it closes their connections and ends every sandbox: an exec still running
+	// then is killed and recorded with endedBy daemon_shutdown. Default 30; 0 does not wait.
+	ShutdownGraceSeconds int `json:"shutdownGraceSeconds"`
 }
 
 // ProcessConfig is the file form of process.Config.
@@ -320,7 +324,7 @@ func Default() Config {
 		Database: DatabaseConfig{Sync: "normal"},
 		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
 		Server: ServerConfig{ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 60, IdleTimeoutSeconds: 60, MaxHeaderBytes: 64 << 10,
-			MaxConnections: 4096, MaxConnectionsPerClient: 512},
+			MaxConnections: 4096, MaxConnectionsPerClient: 512, ShutdownGraceSeconds: 30},
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, UIDRanges: process.DefaultUIDRanges, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
@@ -463,6 +467,9 @@ func (s ServerConfig) validate() error {
 		if t.v < 1 || t.v > 3600 {
 			return fmt.Errorf("config: server.%s must be between 1 and 3600 (got %d)", t.name, t.v)
 		}
+	}
+	if s.ShutdownGraceSeconds < 0 || s.ShutdownGraceSeconds > 3600 {
+		return fmt.Errorf("config: server.shutdownGraceSeconds must be between 0 and 3600 (got %d)", s.ShutdownGraceSeconds)
 	}
 	if s.MaxHeaderBytes < 4<<10 || s.MaxHeaderBytes > 16<<20 {
 		return fmt.Errorf("config: server.maxHeaderBytes must be between 4096 and 16777216 (got %d)", s.MaxHeaderBytes)

@@ -26,9 +26,6 @@ import (
 	"github.com/airlockrun/airlock/internal/webhook"
 )
 
-// ShutdownGrace bounds how long a stopping daemon waits for requests in flight.
-const ShutdownGrace = 30 * time.Second
-
 // Daemon is a running airlock serve.
 type Daemon struct {
 	cfg   config.Config
@@ -39,6 +36,7 @@ type Daemon struct {
 	// drivers are closed after the manager, once their sandboxes are gone.
 	drivers *driver.Registry
 	hooks   *webhook.Dispatcher
+	api     *server.Server
 	srv     *http.Server
 	ln      net.Listener
 }
@@ -113,13 +111,13 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 		return nil, err
 	}
 	read, write := seconds(cfg.Server.ReadTimeoutSeconds), seconds(cfg.Server.WriteTimeoutSeconds)
-	api := server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version,
+	d.api = server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version,
 		Metrics: mx.Handler(), Webhooks: d.hooks, Unauthenticated: mx.Unauthenticated, RateLimited: mx.RateLimited, ReadTimeout: read, WriteTimeout: write},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	// Every bound holds for a request without a key; the API lifts the read and write timeouts
 	// for a key holder's long work and bounds its progress instead (internal/server/deadlines.go).
 	d.srv = &http.Server{
-		Handler:           api,
+		Handler:           d.api,
 		ReadHeaderTimeout: min(10*time.Second, read),
 		ReadTimeout:       read,
 		WriteTimeout:      write,
@@ -150,14 +148,29 @@ func (d *Daemon) Serve() error {
 	return nil
 }
 
-// Stop stops accepting requests, waits up to ShutdownGrace for those in flight, ends every live
-// sandbox (reason daemon_shutdown) and closes the store.
+// Grace is how long Stop waits for requests in flight (config server.shutdownGraceSeconds).
+func (d *Daemon) Grace() time.Duration {
+	return time.Duration(d.cfg.Server.ShutdownGraceSeconds) * time.Second
+}
+
+// Stop stops accepting requests, waits up to Grace for those in flight, ends every live
+// sandbox (reason daemon_shutdown) and closes the store. Requests still in flight after the
+// grace have their connections closed first (their clients get a connection error, and their
+// records and audit events say daemon_shutdown), then their sandboxes end under them.
 func (d *Daemon) Stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), d.Grace())
 	defer cancel()
-	err := d.srv.Shutdown(ctx)
+	if err := d.srv.Shutdown(ctx); err != nil {
+		d.log.Warn("requests still in flight after the shutdown grace: their connections are closed", "grace", d.Grace())
+		d.api.CutOff()
+		d.srv.Close()
+		d.m.EndSandboxes() // their execs end; their handlers record what happened
+		if !d.api.Wait(10 * time.Second) {
+			d.log.Warn("requests still in flight after their sandboxes ended")
+		}
+	}
 	d.close()
-	return err
+	return nil
 }
 
 func (d *Daemon) close() {

@@ -42,6 +42,9 @@ type Request struct {
 	Status       int
 	Code         string // the error code of a refusal
 	Duration     time.Duration
+	// ClosedBy, when set, is why the connection was closed before the answer reached the
+	// client (api.EndedByDaemonShutdown): Status is then the answer that was not delivered.
+	ClosedBy string
 }
 
 // RecordRequest records an API call (a change, or a refusal) of the tenant in ctx as an
@@ -62,6 +65,10 @@ func (m *Manager) RecordRequest(ctx context.Context, r Request) {
 	}
 	if r.Code != "" {
 		e.Data["code"] = r.Code
+	}
+	if r.ClosedBy != "" {
+		e.Message = r.Method + " " + r.Path + " → no answer: connection closed by " + r.ClosedBy
+		e.Data["closedBy"], e.Data["delivered"] = r.ClosedBy, false
 	}
 	if r.SandboxID != "" && ten != "" {
 		m.mu.Lock()

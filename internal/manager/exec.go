@@ -98,6 +98,12 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 		// The command could not run at all (the sandbox went away under it): say so in the record.
 		res = api.ExecResult{ExecutionID: execID, ExitCode: sandbox.ExitSetupError, Stderr: "airlock: " + err.Error() + "\n", LimitEvents: []api.LimitEvent{}}
 	}
+	cut := m.closing.Load() && (err != nil || res.ExitCode == 128+int(syscall.SIGKILL))
+	if cut {
+		// The daemon's shutdown ended the sandbox under the command.
+		res.EndedBy, res.ExitCode, res.TimedOut = api.EndedByDaemonShutdown, 128+int(syscall.SIGKILL), false
+		res.LimitEvents = dropTimeout(res.LimitEvents)
+	}
 	if ctx.Err() == context.Canceled && res.TimedOut {
 		// Cancelled by the caller (an interactive client went away), not by the timeout.
 		res.TimedOut = false
@@ -116,6 +122,10 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	}
 	m.recordEvent(b, ten, api.Event{Type: api.EventExecExited, ExecutionID: execID,
 		Message: fmt.Sprintf("exit %d", res.ExitCode), Data: execExitData(res)})
+	if cut {
+		return res, errdefs.New(errdefs.ErrServiceUnavailable, "the daemon shut down while exec %s ran: it was killed (exit %d), recorded with endedBy %s",
+			execID, res.ExitCode, api.EndedByDaemonShutdown)
+	}
 	if err != nil {
 		return res, errdefs.New(errdefs.ErrConflict, "exec in sandbox %s: %v", id, err)
 	}

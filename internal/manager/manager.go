@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
@@ -113,6 +114,8 @@ type Manager struct {
 
 	stored *storedBytes // what the store keeps for each tenant, against maxStoredMb
 	unrec  unrecorded   // exec results the store could not take yet (storage.go)
+
+	closing atomic.Bool // the daemon is ending every sandbox (EndSandboxes)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -653,6 +656,22 @@ func (m *Manager) release(b *box, end, reason string) error {
 	return err
 }
 
+// EndSandboxes ends every live sandbox with reason daemon_shutdown; an exec cut off by it is
+// recorded with endedBy daemon_shutdown. The daemon calls it (then Close) when its shutdown
+// grace is over with requests in flight.
+func (m *Manager) EndSandboxes() {
+	m.closing.Store(true)
+	var wg sync.WaitGroup
+	for _, b := range m.snapshot() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown)
+		}()
+	}
+	wg.Wait()
+}
+
 // forget drops b from the live set; its logs stay readable for a while when keep is set.
 func (m *Manager) forget(b *box, keep bool) {
 	b.logs.end()
@@ -837,15 +856,7 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 func (m *Manager) Close() {
 	m.closePools()
 	close(m.stop)
-	var wg sync.WaitGroup
-	for _, b := range m.snapshot() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown)
-		}()
-	}
-	wg.Wait()
+	m.EndSandboxes()
 	m.wg.Wait()
 	m.recordUnrecorded(context.Background()) // a last try; what fails is marked lost at the next start
 	m.events.Flush()                         // what the last teardowns reported

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
@@ -64,6 +66,28 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	rates   *rateLimits
+
+	inflight sync.WaitGroup // requests being handled (Wait)
+	cutOff   atomic.Bool    // CutOff was called: answers from now on reach no one
+}
+
+// CutOff tells the server that the daemon is closing every connection: requests that end
+// from now on are recorded as closed by the daemon's shutdown, not as answered.
+func (s *Server) CutOff() { s.cutOff.Store(true) }
+
+// Wait waits up to d for the requests being handled to end, and reports whether they did.
+func (s *Server) Wait(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // route is one API route: its pattern, whether it needs a key, its handler and its documentation
@@ -108,6 +132,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // wrap authenticates, calls the handler and writes its answer in the envelope.
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
 		t0 := time.Now()
 		log := s.log.With("method", r.Method, "path", r.URL.Path)
 		var keyID string
@@ -180,6 +206,9 @@ func (s *Server) audit(r *http.Request, sandboxID, keyID string, t0 time.Time, e
 	if err != nil && !errors.Is(err, written) {
 		st, e := errorStatus(err)
 		req.Status, req.Code = st, e.Code
+	}
+	if s.cutOff.Load() {
+		req.ClosedBy = api.EndedByDaemonShutdown
 	}
 	s.m.RecordRequest(r.Context(), req)
 }

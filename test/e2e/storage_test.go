@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -200,4 +201,69 @@ func scrape(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestDaemonShutdownCutsExec stops a daemon (SIGTERM, server.shutdownGraceSeconds 1) with an
+// exec in flight: the client gets no answer (a connection error), the exec is recorded killed
+// (137) with endedBy daemon_shutdown, and its api.request event says the connection was closed
+// by the daemon's shutdown, not 200.
+func TestDaemonShutdownCutsExec(t *testing.T) {
+	d, c, key := newDaemonConfig(t, `{"server": {"shutdownGraceSeconds": 1}}`)
+	ctx := bg()
+	sb, err := c.Create(ctx, smallSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	execErr := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell("sleep 120"), Timeout: 300})
+		execErr <- err
+	}()
+	var execID string
+	for deadline := time.Now().Add(20 * time.Second); execID == ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the exec did not start")
+		}
+		if execs, _ := c.Execs(ctx, sb.ID); len(execs) == 1 && execs[0].Status == api.ExecRunning {
+			execID = execs[0].ID
+		}
+	}
+	t0 := time.Now()
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took > 20*time.Second {
+		t.Errorf("stop took %s with a grace of 1 s", took)
+	}
+	err = <-execErr
+	var ce *client.Error
+	if err == nil || errors.As(err, &ce) {
+		t.Fatalf("the client of the cut-off exec got %v; want a connection error", err)
+	}
+
+	d = startDaemon(t, d.dataDir)
+	c = d.client(key)
+	e, err := c.Execution(ctx, sb.ID, execID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != api.ExecDone || e.Result == nil || e.Result.EndedBy != api.EndedByDaemonShutdown || e.Result.ExitCode != 137 {
+		t.Fatalf("the cut-off exec's record: %s %+v; want done, exit 137, endedBy daemon_shutdown", e.Status, e.Result)
+	}
+	page, err := c.Events(ctx, sb.ID, client.EventOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range page.Events {
+		if ev.Type == api.EventAPIRequest && strings.HasSuffix(fmt.Sprint(ev.Data["path"]), "/exec") {
+			found = true
+			if ev.Data["closedBy"] != api.EndedByDaemonShutdown || ev.Data["delivered"] != false || !strings.Contains(ev.Message, "no answer") {
+				t.Errorf("the cut-off exec's api.request event: %q %v", ev.Message, ev.Data)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no api.request event of the cut-off exec among %d events", len(page.Events))
+	}
 }
