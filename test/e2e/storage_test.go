@@ -3,7 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/metrics/metricstest"
 )
 
 // TestDaemonStoreFull runs airlock serve with its data dir on a 24 MB tmpfs and fills it (a
@@ -90,8 +90,8 @@ func TestDaemonStoreFull(t *testing.T) {
 	if got, err := c.Get(ctx, sb1.ID); err != nil || got.Status != api.StatusRunning {
 		t.Errorf("reads on a full store: %+v %v", got.Status, err)
 	}
-	if m := scrape(t, d.url); !strings.Contains(m, "airlock_store_degraded 1") {
-		t.Errorf("metrics on a full store lack airlock_store_degraded 1")
+	if v := metricstest.Scrape(t, d.url+"/metrics").Value("airlock_store_degraded", nil); v != 1 {
+		t.Errorf("airlock_store_degraded on a full store: %g", v)
 	}
 	terminated, err := c.Terminate(ctx, sb2.ID)
 	deleted := err == nil
@@ -161,8 +161,8 @@ func TestDaemonStoreFull(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if m := scrape(t, d.url); !strings.Contains(m, "airlock_store_degraded 0") {
-		t.Errorf("metrics after freeing the space lack airlock_store_degraded 0")
+	if v := metricstest.Scrape(t, d.url+"/metrics").Value("airlock_store_degraded", nil); v != 0 {
+		t.Errorf("airlock_store_degraded after freeing the space: %g", v)
 	}
 
 	// Stopped and restarted: the chain verifies, no exec is left running.
@@ -189,18 +189,6 @@ func TestDaemonStoreFull(t *testing.T) {
 			}
 		}
 	}
-}
-
-// scrape returns the daemon's /metrics.
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }
 
 // TestDaemonShutdownCutsExec stops a daemon (SIGTERM, server.shutdownGraceSeconds 1) with an
