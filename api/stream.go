@@ -47,8 +47,12 @@ const (
 	// background process), with the same Data as exec.files and no execution ID.
 	EventFilesChanged = "files.changed"
 	// EventAPIRequest is an API call that changed something or was refused: who (keyId), what
-	// (method, path, status, code), from where (remote, userAgent), durationMs.
+	// (method, path, status, code), from where (remote, userAgent), durationMs; closedBy and
+	// delivered false when the daemon's shutdown closed the connection before the answer.
 	EventAPIRequest = "api.request"
+	// EventDaemonStore is daemon-wide (no tenant): the daemon's store started refusing writes
+	// for its disk (full or failing), or works again. Data: degraded, reason.
+	EventDaemonStore = "daemon.store"
 	// Limit events use the types of ExecResult.LimitEvents: limit.memory, limit.pids,
 	// limit.disk, limit.timeout, ...; a sandbox ended by its maxDurationSeconds also gets a
 	// limit.timeout event (Data: scope "sandbox", seconds).

@@ -19,10 +19,6 @@ import (
 // not be recorded is kept here and recorded by the timekeeper once the store has room; a daemon
 // stopped before that marks it lost at its next start, like any exec cut off (store.MarkLost).
 
-// EventStoreHealth is the daemon-wide event of the store's writes failing or working again;
-// Data: degraded, reason.
-const EventStoreHealth = "daemon.store"
-
 // unrecorded holds results of execs that ran but could not be recorded.
 type unrecorded struct {
 	mu   sync.Mutex // guards byID
@@ -102,6 +98,6 @@ func (m *Manager) StoreHealth(h store.Health) {
 	} else {
 		m.log.Info("store writable again")
 	}
-	m.events.Add(store.TenantEvent{Event: api.Event{Type: EventStoreHealth, Message: msg,
+	m.events.Add(store.TenantEvent{Event: api.Event{Type: api.EventDaemonStore, Message: msg,
 		Data: map[string]any{"degraded": h.Degraded, "reason": h.Reason}}})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/metrics/metricstest"
+	"github.com/airlockrun/airlock/internal/store"
 )
 
 // TestDaemonStoreFull runs airlock serve with its data dir on a 24 MB tmpfs and fills it (a
@@ -171,6 +172,24 @@ func TestDaemonStoreFull(t *testing.T) {
 	}
 	if r := runAirlock(t, nil, "audit", "verify", "--data-dir", dir); r.code != 0 {
 		t.Fatalf("audit verify: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st, err := store.Open(ctx, filepath.Join(dir, "airlock.db"), store.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.EventRows(ctx, 0, 1<<20)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var storeEvents []string
+	for _, r := range rows {
+		if r.Type == api.EventDaemonStore {
+			storeEvents = append(storeEvents, string(r.Body))
+		}
+	}
+	if len(storeEvents) < 2 || !strings.Contains(storeEvents[0], `"degraded":true`) || !strings.Contains(storeEvents[len(storeEvents)-1], `"degraded":false`) {
+		t.Errorf("daemon.store events %v; want degraded, then writable again", storeEvents)
 	}
 	d = startDaemon(t, dir)
 	c = d.client(key)
