@@ -18,6 +18,10 @@ import (
 // The cap is the sandbox's, shared by its concurrent execs, like a cgroup's.
 type memoryCap struct {
 	limit uint64 // bytes
+	// budget, when set, is a second check of every growth but a memory's first allocation,
+	// which wazero cannot take a refusal of (see jailBudget); it also says how much memory the
+	// process holds.
+	budget func(delta uint64) (ok bool, resident uint64)
 
 	mu   sync.Mutex // guards used, peak
 	used uint64     // bytes of linear memory the sandbox's live modules have
@@ -43,6 +47,17 @@ type execMemory struct {
 	oom atomic.Bool
 	// mapped are the mappings of the exec's memories, unmapped by unmap once the exec is over.
 	mapped [][]byte
+	// resident is the most memory the process held when the budget looked, during the exec.
+	resident atomic.Uint64
+}
+
+func (e *execMemory) sawResident(n uint64) {
+	for {
+		old := e.resident.Load()
+		if n <= old || e.resident.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // unmap returns the exec's mappings to the kernel; the exec's modules are all closed.
@@ -81,16 +96,22 @@ func (c *memoryCap) reading() (used, peak uint64) {
 	return c.used, c.peak
 }
 
-// grow accounts a memory's growth by delta bytes, or refuses it.
-func (c *memoryCap) grow(delta uint64) bool {
+// grow accounts a memory's growth by delta bytes, or refuses it; first says it is the memory's
+// first allocation. resident is the process's memory the budget saw (0: not asked).
+func (c *memoryCap) grow(delta uint64, first bool) (ok bool, resident uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.used+delta > c.limit {
-		return false
+		return false, 0
+	}
+	if !first && c.budget != nil {
+		if ok, resident = c.budget(delta); !ok {
+			return false, resident
+		}
 	}
 	c.used += delta
 	c.peak = max(c.peak, c.used)
-	return true
+	return true, resident
 }
 
 func (c *memoryCap) release(n uint64) {
@@ -115,7 +136,13 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	if size <= m.len {
 		return m.buf[:size:size]
 	}
-	if size > m.reserve || m.failed || !m.cap.grow(size-m.len) {
+	if size > m.reserve || m.failed {
+		m.exec.refused.Add(1)
+		return nil
+	}
+	ok, resident := m.cap.grow(size-m.len, m.buf == nil)
+	m.exec.sawResident(resident)
+	if !ok {
 		m.exec.refused.Add(1)
 		return nil
 	}
