@@ -136,14 +136,14 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, d, drivertest.Options{
 		Lang: drivertest.LangPython,
 		Skip: map[string]string{
-			"Users":                      "WASI has no users, ids or capabilities; the guest runs as nobody in particular inside airlock",
-			"HostUnprivileged":           "WASI has no user namespace to map: the guest makes no system calls of its own",
+			"Users":                      "WASI has no users, ids or capabilities; the guest runs in a worker jailed as the sandbox's user (TestWorkerJailed)",
+			"HostUnprivileged":           "WASI has no /proc to read a uid map from: TestWorkerJailed checks the worker's host ids, capabilities and seccomp",
 			"InitSurvivesSignals":        noKernel + "there is no init to signal",
 			"SetuidGrantsNothing":        "WASI has no setuid bits or exec",
 			"BlockedSyscalls":            "WASI has no system calls: the module's imports, which airlock implements, are its whole surface",
 			"TTY":                        "WASI has no terminals",
 			"PauseResume":                noKernel + "no freezer can stop a module between instructions",
-			"CPUQuota":                   "a module runs on one airlock thread, with no cgroup to throttle it; the exec timeout bounds it",
+			"CPUQuota":                   "the jail's cgroup throttles the worker, but a wasm exec's result has no limit.cpu event from it",
 			"NetworkRestricted":          "the wasm level has no network: egressPolicy other than none is refused (TestEgressRefused)",
 			"SnapshotMemory":             "nothing runs between commands, so there is no memory to save",
 			"SnapshotPrepared":           "nothing runs between commands, so there is no memory image to restore into a prepared sandbox",
