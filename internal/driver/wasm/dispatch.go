@@ -112,6 +112,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (res sandbo
 	if (rep.Refused > 0 || rep.OOM) && res.ExitCode != 0 && !res.TimedOut {
 		res.ExitCode, res.OOMKilled = sandbox.ExitOOM, true
 	}
+	if rep.WritesRefused > 0 {
+		event(&res, sandbox.EventLimitMemory, fmt.Sprintf("memory limit of %d MiB reached: the store's pages count, and %d write(s) to it were refused", spec.Resources.MemoryMB, rep.WritesRefused))
+	}
 	if rep.DiskFull {
 		event(&res, sandbox.EventLimitDisk, fmt.Sprintf("store of %d MiB is full", spec.Resources.DiskMB))
 	}

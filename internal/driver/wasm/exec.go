@@ -59,6 +59,7 @@ func (g *guest) run(ctx context.Context, req execRequest, stdin io.Reader, stdou
 	own := max(rssAnon("self"), used) - used
 	mem := g.mem.forExec()
 	defer mem.unmap()
+	refused0 := g.guard.refused.Load()
 	run := experimental.WithMemoryAllocator(ctx, mem)
 
 	runtime.LockOSThread()
@@ -76,7 +77,8 @@ func (g *guest) run(ctx context.Context, req execRequest, stdin io.Reader, stdou
 		return execReply{Error: err.Error()}
 	}
 	rep = execReply{ExitCode: exit, CPUTimeMs: cpu.Milliseconds(), PeakMemoryMB: float64(max(own+mem.peakBytes(), mem.resident.Load())) / (1 << 20),
-		Refused: mem.refused.Load(), OOM: mem.oom.Load(), DiskFull: process.LayerFull(g.root)}
+		Refused: mem.refused.Load(), OOM: mem.oom.Load(), DiskFull: process.LayerFull(g.root),
+		WritesRefused: g.guard.refused.Load() - refused0}
 	if cause := context.Cause(ctx); ctx.Err() != nil {
 		rep.Stopped = true
 		var sig signalled

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -198,10 +199,12 @@ func (w *worker) run(ctx context.Context, req execRequest, stdin io.Reader, sign
 	}
 	if stdin != nil {
 		// Not waited for: a reader that blocks past the command's end is left to its caller, as
-		// on the process level; frames for an exec that is over are dropped by the worker.
+		// on the process level; it stops at its next read once the command is over.
+		var over atomic.Bool
+		defer over.Store(true)
 		go func() {
 			buf := make([]byte, 32<<10)
-			for {
+			for !over.Load() {
 				n, err := stdin.Read(buf)
 				if n > 0 && w.fw.write(frameStdin, id, buf[:n]) != nil {
 					return

@@ -162,44 +162,55 @@ func shmemKB(t *testing.T) int64 {
 }
 
 // TestStoreCharged: the store is the sandbox's, not the daemon's. With memoryMb 128 and diskMb
-// 2048, writing 1.5 GB from the guest fails at the memory limit, and the host's shared memory
-// grows by no more than that.
+// 2048, writing 1.5 GB from the guest fails at the memory limit — a write refused (EIO), not the
+// worker killed — and the host's shared memory grows by no more than that; in Python and in
+// JavaScript, and the guest can delete its file and go on.
 func TestStoreCharged(t *testing.T) {
 	d, _ := newDriver(t)
 	sb := newSandbox(t, d, sandbox.Spec{Resources: sandbox.Resources{MemoryMB: 128, DiskMB: 2048}}).(*wasm.Sandbox)
-	before := shmemKB(t)
-	res := run(t, sb, 120*time.Second, "python3", "-c", `
+	for _, c := range []struct {
+		name string
+		fill []string
+		rm   []string
+	}{
+		{"python", []string{"python3", "-c", `
 chunk = b"x" * (1 << 20)
 with open("/tmp/big", "wb") as f:
     for i in range(1536):
         f.write(chunk)
 print("wrote 1.5 GB")
-`)
-	grown := shmemKB(t) - before
-	t.Logf("exit %d oomKilled %v events %+v; host Shmem grew %d MiB; stderr %q", res.ExitCode, res.OOMKilled, res.LimitEvents, grown>>10, tail(res.Stderr))
-	if res.ExitCode == 0 || strings.Contains(res.Stdout, "wrote") {
-		t.Errorf("writing 1.5 GB into a 128 MiB sandbox worked: %+v", res)
-	}
-	if !res.OOMKilled && !hasEvent(res, sandbox.EventLimitMemory) && !hasEvent(res, sandbox.EventLimitDisk) {
-		t.Errorf("no limit event: %+v", res.LimitEvents)
-	}
-	if grown > 128<<10+16<<10 {
-		t.Errorf("the host's shared memory grew by %d MiB, past the sandbox's 128 MiB", grown>>10)
-	}
-	u, err := sb.Usage(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.MemoryBytes > 128<<20 || u.MemoryPeakBytes > 128<<20 || u.DiskUsedBytes > 128<<20 {
-		t.Errorf("usage past the limit: %+v", u)
-	}
-	// The sandbox goes on: the file goes (through the files API's root: a worker could not
-	// start beside it), and a command runs again.
-	if err := os.Remove(guestRoot(t, sb) + "/tmp/big"); err != nil {
-		t.Fatal(err)
-	}
-	if res := run(t, sb, 30*time.Second, "python3", "-c", "print(1)"); res.Stdout != "1\n" {
-		t.Errorf("after the fill: %+v", res)
+`}, []string{"python3", "-c", "import os; os.remove('/tmp/big'); print(1)"}},
+		{"node", []string{"node", "-e", `
+const fs = require('fs'); const fd = fs.openSync('/tmp/big', 'w'); const chunk = Buffer.alloc(1 << 20, 120);
+for (let i = 0; i < 1536; i++) fs.writeSync(fd, chunk);
+console.log('wrote 1.5 GB');
+`}, []string{"node", "-e", "require('fs').unlinkSync('/tmp/big'); console.log(1)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := shmemKB(t)
+			res := run(t, sb, 120*time.Second, c.fill...)
+			grown := shmemKB(t) - before
+			t.Logf("exit %d oomKilled %v events %+v; host Shmem grew %d MiB; stderr %q", res.ExitCode, res.OOMKilled, res.LimitEvents, grown>>10, tail(res.Stderr))
+			if res.ExitCode == 0 || strings.Contains(res.Stdout, "wrote") {
+				t.Errorf("writing 1.5 GB into a 128 MiB sandbox worked: %+v", res)
+			}
+			if res.OOMKilled || !hasEvent(res, sandbox.EventLimitMemory) {
+				t.Errorf("want a refused write and limit.memory, not a kill: oomKilled %v, events %+v", res.OOMKilled, res.LimitEvents)
+			}
+			if grown > 128<<10 {
+				t.Errorf("the host's shared memory grew by %d MiB, past the sandbox's 128 MiB", grown>>10)
+			}
+			u, err := sb.Usage(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.MemoryBytes > 128<<20 || u.MemoryPeakBytes > 128<<20 || u.DiskUsedBytes > 128<<20 {
+				t.Errorf("usage past the limit: %+v", u)
+			}
+			if res := run(t, sb, 30*time.Second, c.rm...); res.Stdout != "1\n" {
+				t.Errorf("after the fill: %+v", res)
+			}
+		})
 	}
 }
 

@@ -158,8 +158,11 @@ type execReply struct {
 	// interpreter's own allocator reached the cap.
 	Refused int64 `json:"refused,omitempty"`
 	OOM     bool  `json:"oom,omitempty"`
-	// DiskFull says the store had (nearly) no space left afterwards.
-	DiskFull bool `json:"diskFull,omitempty"`
+	// DiskFull says the store had (nearly) no space left afterwards; WritesRefused counts the
+	// writes to the store refused because the jail's memory could not pay for them (while the
+	// command ran; a concurrent command's may be among them).
+	DiskFull      bool  `json:"diskFull,omitempty"`
+	WritesRefused int64 `json:"writesRefused,omitempty"`
 	// Stopped says a frameStop ended the command.
 	Stopped bool `json:"stopped,omitempty"`
 	// Error is set when the command could not be run at all.

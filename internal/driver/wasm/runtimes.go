@@ -120,51 +120,50 @@ func (r *runtimes) compilationCache() wazero.CompilationCache {
 // interrupt hook watches the context), and without those checks it runs 2.5–6× faster.
 
 func (r *runtimes) loadPython() {
-	ctx := context.Background()
-	b, err := r.python.read()
-	if err != nil {
-		r.pyErr = err
-		return
-	}
-	t0 := time.Now()
-	compile := func(cache wazero.CompilationCache) {
-		if r.rtPy, r.pyErr = newRuntime(ctx, cache, true); r.pyErr == nil {
-			r.pyMod, r.pyErr = r.rtPy.CompileModule(ctx, b)
-		}
-	}
-	compile(r.compilationCache())
-	if r.pyErr != nil && r.cache != nil {
-		// A read-only cache without this interpreter's code (another build of airlock filled
-		// it): compile it here, without the cache.
-		r.log.Warn("the python interpreter did not load from the compilation cache; compiling it", "err", r.pyErr)
-		compile(nil)
-	}
-	r.log.Info("compiled the python interpreter", "took", time.Since(t0), "err", r.pyErr)
-	// Loading read the module and its machine code into the heap, and copied the code out:
-	// give that back now rather than at the next collection (a worker's memory is its sandbox's).
-	debug.FreeOSMemory()
+	r.rtPy, r.pyErr = r.load(r.python, true, func(ctx context.Context, rt wazero.Runtime, b []byte) (err error) {
+		r.pyMod, err = rt.CompileModule(ctx, b)
+		return err
+	})
 }
 
 func (r *runtimes) loadJS() {
+	r.rtJS, r.jsErr = r.load(r.js, false, func(ctx context.Context, rt wazero.Runtime, b []byte) (err error) {
+		r.jsRunner, err = node.NewRunner(ctx, rt, b)
+		return err
+	})
+}
+
+// load readies interpreter i on a runtime of its own: ready compiles its module b (and prepares
+// what runs need), from the cache when it holds the machine code.
+func (r *runtimes) load(i *interp, closeOnDone bool, ready func(context.Context, wazero.Runtime, []byte) error) (wazero.Runtime, error) {
 	ctx := context.Background()
-	b, err := r.js.read()
+	b, err := i.read()
 	if err != nil {
-		r.jsErr = err
-		return
+		return nil, err
 	}
 	t0 := time.Now()
-	compile := func(cache wazero.CompilationCache) {
-		if r.rtJS, r.jsErr = newRuntime(ctx, cache, false); r.jsErr == nil {
-			r.jsRunner, r.jsErr = node.NewRunner(ctx, r.rtJS, b)
+	try := func(cache wazero.CompilationCache) (wazero.Runtime, error) {
+		rt, err := newRuntime(ctx, cache, closeOnDone)
+		if err == nil {
+			err = ready(ctx, rt, b)
 		}
+		return rt, err
 	}
-	compile(r.compilationCache())
-	if r.jsErr != nil && r.cache != nil {
-		r.log.Warn("the javascript interpreter did not load from the compilation cache; compiling it", "err", r.jsErr)
-		compile(nil)
+	rt, err := try(r.compilationCache())
+	if err != nil && r.cache != nil {
+		// A read-only cache without this interpreter's code (another build of airlock filled
+		// it): compile it here, without the cache.
+		r.log.Warn("the "+i.lang+" interpreter did not load from the compilation cache; compiling it", "err", err)
+		if rt != nil {
+			rt.Close(ctx)
+		}
+		rt, err = try(nil)
 	}
-	r.log.Info("compiled the javascript interpreter", "took", time.Since(t0), "err", r.jsErr)
+	r.log.Info("compiled the "+i.lang+" interpreter", "took", time.Since(t0), "err", err)
+	// Loading read the module and its machine code into the heap, and copied the code out:
+	// give that back now rather than at the next collection (a worker's memory is its sandbox's).
 	debug.FreeOSMemory()
+	return rt, err
 }
 
 // close releases the runtimes and the cache's compiled code (the daemon, once it has filled the

@@ -226,6 +226,7 @@ type guest struct {
 	root   string // the guest's "/" in the jail
 	mem    *memoryCap
 	files  *openFiles
+	guard  *storeGuard     // the store's writes against the jail's memory
 	mounts mounts          // the guest filesystem
 	fsc    wazero.FSConfig // the same for wazero
 }
@@ -238,6 +239,7 @@ func newGuest(cfg workerConfig, rt *runtimes) (*guest, error) {
 		files: &openFiles{limit: spec.Resources.MaxOpenFiles},
 	}
 	g.mem.budget = jailBudget(g.mem.limit, jailStore)
+	g.guard = &storeGuard{room: func(delta uint64) bool { ok, _ := g.mem.budget(delta); return ok }}
 	if err := skeleton(g.root, spec, cfg.Binds); err != nil {
 		return nil, fmt.Errorf("make the guest's root: %w", err)
 	}
@@ -288,6 +290,7 @@ func (g *guest) buildMounts(binds []workerBind) error {
 	}
 	root := newConfinedFS(g.root, "/", writableDirs(spec), spec.Filesystem.Blocked, g.files)
 	root.readOnly = spec.Filesystem.ReadOnly
+	root.guard = g.guard
 	siteFS, _ := fs.Sub(site, "site")
 	ms := mounts{
 		{"/", root},
