@@ -18,14 +18,18 @@ import (
 // The cap is the sandbox's, shared by its concurrent execs, like a cgroup's.
 type memoryCap struct {
 	limit uint64 // bytes
-	// budget, when set, is a second check of every growth but a memory's first allocation,
-	// which wazero cannot take a refusal of (see jailBudget); it also says how much memory the
-	// process holds.
-	budget func(delta uint64) (ok bool, resident uint64)
+	// budget, when set, is a second check of growths but a memory's first allocation, which
+	// wazero cannot take a refusal of: it says how many more bytes the process may take (see
+	// jailBudget) and how many it holds. Looking costs a few reads of /proc, so grow asks again
+	// only once the growths since it last did pass half of what it said was left.
+	budget func() (avail, resident uint64)
 
-	mu   sync.Mutex // guards used, peak
+	mu   sync.Mutex // guards used, peak, grown and allowance
 	used uint64     // bytes of linear memory the sandbox's live modules have
 	peak uint64
+	// grown is the growth since the budget last looked, allowance how much may pass before
+	// it looks again.
+	grown, allowance uint64
 }
 
 func newMemoryCap(limit uint64) *memoryCap { return &memoryCap{limit: limit} }
@@ -105,8 +109,14 @@ func (c *memoryCap) grow(delta uint64, first bool) (ok bool, resident uint64) {
 		return false, 0
 	}
 	if !first && c.budget != nil {
-		if ok, resident = c.budget(delta); !ok {
-			return false, resident
+		if c.grown += delta; c.grown > c.allowance {
+			var avail uint64
+			avail, resident = c.budget()
+			if delta > avail {
+				c.grown, c.allowance = 0, 0
+				return false, resident
+			}
+			c.grown, c.allowance = 0, (avail-delta)/2
 		}
 	}
 	c.used += delta

@@ -239,7 +239,7 @@ func newGuest(cfg workerConfig, rt *runtimes) (*guest, error) {
 		files: &openFiles{limit: spec.Resources.MaxOpenFiles},
 	}
 	g.mem.budget = jailBudget(g.mem.limit, jailStore)
-	g.guard = &storeGuard{room: func(delta uint64) bool { ok, _ := g.mem.budget(delta); return ok }}
+	g.guard = &storeGuard{room: func(delta uint64) bool { avail, _ := g.mem.budget(); return delta <= avail }}
 	if err := skeleton(g.root, spec, cfg.Binds); err != nil {
 		return nil, fmt.Errorf("make the guest's root: %w", err)
 	}
@@ -320,16 +320,20 @@ const budgetMargin = 8 << 20
 // private memory (the modules' touched pages among it), the store's pages and the growth would
 // pass the limit, so that the guest sees an allocation failure rather than the kernel's OOM
 // killer.
-// It also returns the worker's private memory, for the command's peak.
-func jailBudget(limit uint64, store string) func(delta uint64) (bool, uint64) {
-	return func(delta uint64) (bool, uint64) {
+// It returns the bytes left, and the worker's private memory (for the command's peak).
+func jailBudget(limit uint64, store string) func() (avail, own uint64) {
+	return func() (uint64, uint64) {
 		own := rssAnon("self")
 		var st unix.Statfs_t
 		var used uint64
 		if unix.Statfs(store, &st) == nil {
 			used = (st.Blocks - st.Bfree) * uint64(st.Bsize)
 		}
-		return own+rssAnon("1")+used+delta+budgetMargin <= limit, own
+		taken := own + rssAnon("1") + used + budgetMargin
+		if taken >= limit {
+			return 0, own
+		}
+		return limit - taken, own
 	}
 }
 
