@@ -52,10 +52,13 @@ func memoryDir(t *testing.T, sb *wasm.Sandbox) (dir, limitFile string) {
 func TestWorkerJailed(t *testing.T) {
 	d, _ := newDriver(t)
 	sb := newSandbox(t, d, sandbox.Spec{Resources: sandbox.Resources{MemoryMB: 256}}).(*wasm.Sandbox)
+	// What the worker holds as it loads the interpreters (the README quotes it).
+	t.Logf("worker RssAnon: started %s", status(t, sb.WorkerPid())["RssAnon"])
 	for _, argv := range [][]string{{"python3", "-c", "print(1)"}, {"node", "-e", "console.log(1)"}} {
 		if res := run(t, sb, 30*time.Second, argv...); res.Stdout != "1\n" {
 			t.Fatalf("%v: %+v", argv, res)
 		}
+		t.Logf("worker RssAnon: after %s %s", argv[0], status(t, sb.WorkerPid())["RssAnon"])
 	}
 	pid := sb.WorkerPid()
 	if pid == 0 || pid == os.Getpid() {

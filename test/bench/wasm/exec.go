@@ -140,12 +140,14 @@ func (b *bench) checkLevels(caps api.Capabilities) (unavailable []string, err er
 }
 
 // create makes a sandbox of level with the default spec and no egress, and records it for
-// cleanup.
+// cleanup. Its idle timeout is an hour: making a thousand idle sandboxes on a busy host takes
+// longer than the default five minutes, which would end the first ones before they are counted.
 func (b *bench) create(level string) (string, time.Duration, error) {
 	ctx, cancel := call()
 	defer cancel()
 	t0 := time.Now()
-	sb, err := b.d.c.Create(ctx, api.Spec{Isolation: level, Network: api.Network{EgressPolicy: api.EgressNone}})
+	sb, err := b.d.c.Create(ctx, api.Spec{Isolation: level, Network: api.Network{EgressPolicy: api.EgressNone},
+		Timeout: api.Timeout{IdleTimeoutSeconds: 3600}})
 	d := time.Since(t0)
 	if err != nil {
 		return "", 0, fmt.Errorf("create a %s sandbox: %w", level, err)
