@@ -7,8 +7,8 @@ func (s *Sandbox) Abandon() {
 	w := s.w
 	s.w = nil
 	s.mu.Unlock()
+	s.jail.Abandon()
 	if w != nil {
 		w.conn.Close()
 	}
-	s.jail.Abandon()
 }

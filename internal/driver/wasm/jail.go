@@ -83,10 +83,12 @@ func (s *Sandbox) startWorker(ctx context.Context) (*worker, error) {
 	for i, b := range s.spec.Binds {
 		cfg.Binds = append(cfg.Binds, workerBind{Path: b.Path, Dir: bindDir(i), ReadOnly: b.ReadOnly})
 	}
-	if err := w.fw.writeJSON(frameConfig, 0, cfg); err != nil {
-		w.stop()
-		return nil, fmt.Errorf("sandbox %s: configure the worker: %w", s.id, err)
-	}
+	// Written aside: a worker that does not read must not hold the daemon past workerReady.
+	go func() {
+		if err := w.fw.writeJSON(frameConfig, 0, cfg); err != nil {
+			w.kill()
+		}
+	}()
 	t := time.NewTimer(workerReady)
 	defer t.Stop()
 	select {
@@ -138,6 +140,7 @@ func (w *worker) alive() bool {
 // readLoop routes the worker's frames to the execs they belong to, until the stream ends.
 func (w *worker) readLoop() {
 	defer close(w.done)
+	defer w.conn.Close() // writes still under way end with the worker's end gone (EPIPE)
 	defer func() { <-w.exited }()
 	defer w.kill() // a broken stream is a worker that cannot be talked to
 	r := &frameReader{r: bufio.NewReaderSize(w.conn, 64<<10)}
@@ -174,7 +177,7 @@ func (w *worker) readLoop() {
 	}
 }
 
-// errWorkerGone is an exec's error when its worker ended under it.
+// errWorkerGone is an exec's error when its worker ended under it (or could not be written to).
 var errWorkerGone = errors.New("the worker ended")
 
 // run runs one command on the worker and waits for its reply. When ctx is done, or a signal
@@ -193,29 +196,33 @@ func (w *worker) run(ctx context.Context, req execRequest, stdin io.Reader, sign
 		w.mu.Unlock()
 	}()
 	req.Stdin = stdin != nil
-	if err := w.fw.writeJSON(frameExec, id, req); err != nil {
-		<-w.done
-		return execReply{}, errWorkerGone
-	}
-	if stdin != nil {
+	// Every write to the worker is made aside, so that a worker that stops reading its stream
+	// (a full socket buffer) cannot hold the exec past its timeout: the kill below does not wait
+	// for a write. The request goes first, then standard input, in order.
+	var over atomic.Bool
+	defer over.Store(true)
+	go func() {
+		if err := w.fw.writeJSON(frameExec, id, req); err != nil {
+			w.kill()
+			return
+		}
+		if stdin == nil {
+			return
+		}
 		// Not waited for: a reader that blocks past the command's end is left to its caller, as
 		// on the process level; it stops at its next read once the command is over.
-		var over atomic.Bool
-		defer over.Store(true)
-		go func() {
-			buf := make([]byte, 32<<10)
-			for !over.Load() {
-				n, err := stdin.Read(buf)
-				if n > 0 && w.fw.write(frameStdin, id, buf[:n]) != nil {
-					return
-				}
-				if err != nil {
-					w.fw.write(frameStdinEOF, id, nil)
-					return
-				}
+		buf := make([]byte, 32<<10)
+		for !over.Load() {
+			n, err := stdin.Read(buf)
+			if n > 0 && w.fw.write(frameStdin, id, buf[:n]) != nil {
+				return
 			}
-		}()
-	}
+			if err != nil {
+				w.fw.write(frameStdinEOF, id, nil)
+				return
+			}
+		}
+	}()
 	var killTimer <-chan time.Time
 	done := ctx.Done()
 	for {
@@ -234,11 +241,11 @@ func (w *worker) run(ctx context.Context, req execRequest, stdin io.Reader, sign
 				signals = nil
 				continue
 			}
-			w.fw.write(frameStop, id, []byte{byte(sig)})
+			go w.fw.write(frameStop, id, []byte{byte(sig)})
 		case <-done:
 			done = nil
-			w.fw.write(frameStop, id, []byte{0})
 			killTimer = time.After(stopGrace)
+			go w.fw.write(frameStop, id, []byte{0})
 		case <-killTimer:
 			killTimer = nil
 			w.kill()

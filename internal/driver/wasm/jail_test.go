@@ -217,7 +217,17 @@ console.log('wrote 1.5 GB');
 	}
 }
 
-// TestWorkerIdle: a worker goes once idle, and the next exec starts another on the same store.
+// openFds counts this process's open descriptors.
+func openFds(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestWorkerIdle: a worker goes once idle, and the next exec starts another on the same store;
+// the daemon keeps no descriptor of the workers that went.
 func TestWorkerIdle(t *testing.T) {
 	d, _ := newDriverWith(t, func(c *wasm.Config) { c.WorkerIdle = 200 * time.Millisecond })
 	sb := newSandbox(t, d, sandbox.Spec{}).(*wasm.Sandbox)
@@ -237,8 +247,18 @@ func TestWorkerIdle(t *testing.T) {
 	if !gone() {
 		t.Fatalf("worker %d still runs after its idle time (WorkerPid %d)", first, sb.WorkerPid())
 	}
+	time.Sleep(100 * time.Millisecond)
+	fds := openFds(t) // with no worker
 	if res := run(t, sb, 30*time.Second, "python3", "-c", "print(open('kept').read())"); res.Stdout != "yes\n" {
 		t.Fatalf("after idle: %+v", res)
+	}
+	// The second worker goes too, and with it every descriptor the daemon had for it.
+	for deadline := time.Now().Add(5 * time.Second); sb.WorkerPid() != 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if now := openFds(t); now > fds {
+		t.Errorf("%d descriptors open after a worker came and went, %d before", now, fds)
 	}
 	var _ driver.Watcher = sb
 }
