@@ -53,6 +53,12 @@ func IsWorker() bool { return len(os.Args) > 1 && os.Args[1] == workerArg }
 // Worker runs this process as a worker and exits.
 func Worker() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Only ever in a jail: on the host it would lay a guest's root out at /.wasm.
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if f := strings.Fields(string(b)); err != nil || len(f) < 3 || f[2] == "4294967295" {
+		fmt.Fprintln(os.Stderr, "airlock: "+workerArg+" runs only inside a wasm sandbox's jail")
+		os.Exit(2)
+	}
 	if len(os.Args) > 2 && os.Args[2] == extractArg {
 		if _, err := snapshot.ExtractLayer(os.Stdin, jailStore, snapshot.ExtractOptions{Layout: LayerLayout, HostOwned: true}); err != nil {
 			fmt.Fprintln(os.Stderr, "restore the snapshot's layer:", err)
