@@ -6,12 +6,17 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cli"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/driver/wasm"
 )
 
 func main() {
 	// The same binary is every sandbox's init; that path must stay first and cheap.
 	if process.IsInit() {
 		process.Init()
+	}
+	// And every wasm sandbox's worker, started inside its jail.
+	if wasm.IsWorker() {
+		wasm.Worker()
 	}
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

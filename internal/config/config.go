@@ -182,6 +182,9 @@ type WasmConfig struct {
 	// python/ and quickjs/ (default /usr/local/lib/airlock/wasm). Their compiled code is cached
 	// in DataDir/wasm/cache.
 	RuntimeDir string `json:"runtimeDir"`
+	// WorkerIdleSeconds is how long a wasm sandbox's worker (the jailed process that runs its
+	// commands) stays after the sandbox's last exec (default 30); the next exec starts another.
+	WorkerIdleSeconds int `json:"workerIdleSeconds"`
 }
 
 // ImagesConfig configures the image store.
@@ -328,7 +331,7 @@ func Default() Config {
 		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, UIDRanges: process.DefaultUIDRanges, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
-		Wasm:      WasmConfig{RuntimeDir: wasm.DefaultRuntimeDir},
+		Wasm:      WasmConfig{RuntimeDir: wasm.DefaultRuntimeDir, WorkerIdleSeconds: int(wasm.DefaultWorkerIdle / time.Second)},
 		Webhooks:  WebhooksConfig{MaxAttempts: 8, TimeoutSeconds: 10, QueueSize: 10000},
 	}
 }
@@ -393,6 +396,9 @@ func (c Config) Validate() error {
 	}
 	if g := c.Process.OrphanGraceSeconds; g < 0 || g > 3600 {
 		return errors.New("config: process.orphanGraceSeconds must be between 0 and 3600")
+	}
+	if w := c.Wasm.WorkerIdleSeconds; w < 0 || w > 3600 {
+		return errors.New("config: wasm.workerIdleSeconds must be between 0 (the default, 30) and 3600")
 	}
 	if r := c.Container.Runtime; r != sandbox.RuntimeRunsc && r != sandbox.RuntimeRunc {
 		return fmt.Errorf("config: container.runtime must be runsc or runc (got %q)", r)
@@ -623,7 +629,8 @@ func (c Config) ImageStore() (string, image.Options) {
 
 // WasmDriver returns the wasm level's configuration.
 func (c Config) WasmDriver() wasm.Config {
-	return wasm.Config{RuntimeDir: c.Wasm.RuntimeDir, StateDir: filepath.Join(c.DataDir, "wasm")}
+	return wasm.Config{RuntimeDir: c.Wasm.RuntimeDir, StateDir: filepath.Join(c.DataDir, "wasm"),
+		WorkerIdle: time.Duration(c.Wasm.WorkerIdleSeconds) * time.Second}
 }
 
 // ProcessDriver returns the process level's configuration.

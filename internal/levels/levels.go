@@ -34,7 +34,7 @@ func Registry(cfg config.Config, network *egress.Service, images *image.Store, l
 		c.Images = images
 	}
 	r.Register(container.New(c, proc, log.With("level", "container")))
-	r.Register(wasm.New(cfg.WasmDriver(), log.With("level", "wasm")))
+	r.Register(wasm.New(cfg.WasmDriver(), proc, log.With("level", "wasm")))
 	return r
 }
 

@@ -1,14 +1,21 @@
-// Package wasm is the `wasm` isolation level: agent code runs as a WebAssembly/WASI module inside
-// the airlock process, in wazero (pure Go, no cgo), with no kernel attack surface at all — the
-// guest can do only what its WASI imports let it, and airlock implements those.
+// Package wasm is the `wasm` isolation level: agent code runs as a WebAssembly/WASI module in
+// wazero (pure Go, no cgo), so the guest can do only what its WASI imports let it, and airlock
+// implements those.
 //
-// A sandbox is a private store (a tmpfs capped at diskMb) seen by the guest as its filesystem
-// (fs.go), a memory cap its modules' linear memories share (memory.go), and the interpreters it
-// runs: CPython built for WASI by scripts/wasm/build-python.sh, and QuickJS-NG from the npm
-// package quickjs-wasi behind a node-style command line (package node). Each exec instantiates a
-// fresh module from the compiled one (runtimes.go), so nothing but files persists between execs,
-// as with a process. Commands: python3 -c CODE, python3 FILE.py, node -e CODE, node FILE.js
-// (command.go).
+// The modules and the host functions that serve them do not run in the daemon: each sandbox is
+// a jail — a process-level sandbox (its own uid range, namespaces, seccomp allowlist, Landlock,
+// no capabilities, a cgroup of memoryMb) whose writable layer is the sandbox's store — and its
+// commands run in a worker (worker.go): the airlock binary started in the jail as a
+// long-running command, which the daemon talks to in frames over its standard streams (jail.go,
+// proto.go). A worker starts with the sandbox or at an exec and stays for the driver's WorkerIdle
+// after the last one; an idle sandbox is its jail's init and its store.
+//
+// Inside the worker, the guest sees the store (fs.go), a memory cap its modules' linear memories
+// share (memory.go), and the interpreters it runs: CPython built for WASI by
+// scripts/wasm/build-python.sh, and QuickJS-NG from the npm package quickjs-wasi behind a
+// node-style command line (package node). Each exec instantiates a fresh module from the compiled
+// one (runtimes.go), so nothing but files persists between execs, as with a process. Commands:
+// python3 -c CODE, python3 FILE.py, node -e CODE, node FILE.js (command.go).
 package wasm
 
 import (
@@ -17,13 +24,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/procfs"
@@ -39,9 +49,16 @@ type Config struct {
 	// StateDir holds the sandboxes' stores.
 	StateDir string
 	// CacheDir holds wazero's compilation cache: the interpreters' machine code, so that only the
-	// first airlock compiles them. Default StateDir/cache.
+	// first airlock compiles them; workers read it. Default StateDir/cache.
 	CacheDir string
+	// WorkerIdle is how long a sandbox's worker stays after its last exec (default 30 s).
+	WorkerIdle time.Duration
+	// WorkerPath is the airlock binary that workers run (default: this process's executable).
+	WorkerPath string
 }
+
+// DefaultWorkerIdle is how long a worker stays after its last exec by default.
+const DefaultWorkerIdle = 30 * time.Second
 
 // DefaultRuntimeDir is where scripts/wasm/*.sh install the interpreters by default.
 const DefaultRuntimeDir = "/usr/local/lib/airlock/wasm"
@@ -51,10 +68,11 @@ type Driver struct {
 	cfg  Config
 	log  *slog.Logger
 	caps driver.Capabilities
-	rt   *runtimes
-	// owner is this process as its stores record it (procfs.OwnerLine), for Sweep.
-	owner    []byte
-	ownerErr error
+	proc *process.Driver // makes the jails
+	rt   *runtimes       // the interpreters as the daemon sees them: to probe, and to fill the cache
+
+	precompileOnce sync.Once
+	precompiled    chan struct{} // closed once the cache holds the interpreters (or could not)
 }
 
 var (
@@ -65,18 +83,26 @@ var (
 	_ driver.Adopter   = (*Driver)(nil)
 )
 
-// New probes the runtimes in cfg.RuntimeDir and starts compiling them in the background (the
-// first exec of each waits for it; later daemons load the compiled code from the cache).
-func New(cfg Config, log *slog.Logger) *Driver {
+// New probes the runtimes in cfg.RuntimeDir; proc is the process level, which makes the jails.
+// The interpreters are compiled into the cache on the first sandbox's create (later daemons find
+// them there).
+func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	if cfg.RuntimeDir == "" {
 		cfg.RuntimeDir = DefaultRuntimeDir
 	}
-	d := &Driver{cfg: cfg, log: log}
-	d.owner, d.ownerErr = procfs.OwnerLine()
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(cfg.StateDir, "cache")
 	}
-	d.rt = openRuntimes(cfg.RuntimeDir, cfg.CacheDir, log)
+	if cfg.WorkerIdle <= 0 {
+		cfg.WorkerIdle = DefaultWorkerIdle
+	}
+	d := &Driver{cfg: cfg, log: log, proc: proc, precompiled: make(chan struct{})}
+	if cfg.WorkerPath == "" {
+		if exe, err := os.Executable(); err == nil {
+			d.cfg.WorkerPath, _ = filepath.EvalSymlinks(exe)
+		}
+	}
+	d.rt = openRuntimes(cfg.RuntimeDir, d.cfg.CacheDir, log)
 	d.caps = d.probe()
 	return d
 }
@@ -89,9 +115,16 @@ func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 func (d *Driver) probe() driver.Capabilities {
 	c := driver.Capabilities{Level: sandbox.LevelWasm, Features: []string{driver.FeatureSnapshotFilesystem}}
-	root := os.Geteuid() == 0
-	c.Checks = append(c.Checks, driver.Check{Name: "root (a tmpfs store per sandbox, capped at diskMb)", OK: root, Required: true,
-		Detail: map[bool]string{true: "running as root", false: "not running as root"}[root]})
+	pc := d.proc.Capabilities()
+	jail := pc.Available
+	detail := "available"
+	if !jail {
+		detail = pc.Reason
+	}
+	c.Checks = append(c.Checks, driver.Check{Name: "process level (each sandbox's worker runs jailed in a process-level sandbox)", OK: jail, Required: true, Detail: detail})
+	_, err := os.Stat(d.cfg.WorkerPath)
+	c.Checks = append(c.Checks, driver.Check{Name: "worker binary (" + d.cfg.WorkerPath + ")", OK: err == nil && d.cfg.WorkerPath != "", Required: true,
+		Detail: map[bool]string{true: "the airlock binary, bound read-only into each jail", false: fmt.Sprint("cannot find this process's executable: ", err)}[err == nil && d.cfg.WorkerPath != ""]})
 	any := false
 	for _, r := range d.rt.list() {
 		ok := r.err == nil
@@ -103,8 +136,10 @@ func (d *Driver) probe() driver.Capabilities {
 		}
 	}
 	switch {
-	case !root:
-		c.Reason, c.Fix = "each wasm sandbox's store is a tmpfs capped at diskMb, and mounting it needs root", "run airlock as root"
+	case !jail:
+		c.Reason, c.Fix = "each wasm sandbox runs its guests jailed in a process-level sandbox, which is unavailable: "+pc.Reason, pc.Fix
+	case d.cfg.WorkerPath == "":
+		c.Reason, c.Fix = "cannot find the airlock binary to run as the worker", "run airlock from a file on disk"
 	case !any:
 		c.Reason = "no WebAssembly interpreter is installed in " + d.cfg.RuntimeDir
 		c.Fix = "make wasm-runtimes (scripts/wasm/build-python.sh and scripts/wasm/fetch-quickjs.sh)"
@@ -142,7 +177,39 @@ func home(user string) string {
 	return "/home/agent"
 }
 
-func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.StateDir, "sandboxes", id) }
+// oldStores is where an airlock before the jails kept its sandboxes' stores (host tmpfs mounts),
+// for Reclaim and Sweep to remove what one left.
+func (d *Driver) oldStore(id string) string { return filepath.Join(d.cfg.StateDir, "sandboxes", id) }
+
+// Jail sizes: the worker's own threads and files, beside what the spec gives the guest.
+const (
+	workerThreads = 32 // the Go runtime's threads, and one per running exec (locked)
+	workerFiles   = 64 // the stream, the cache's and runtimes' files, the runtime's own
+)
+
+// jailSpec is the process-level spec of a wasm sandbox's jail: its limits, no network, the
+// store as its one writable directory, and read-only binds of the airlock binary (the worker),
+// the interpreters and their compiled code; the operator's binds under the store's binds/.
+func (d *Driver) jailSpec(spec sandbox.Spec) sandbox.Spec {
+	j := sandbox.Spec{
+		Isolation: sandbox.LevelProcess, Template: sandbox.TemplateHost, User: sandbox.UserRoot, Workdir: "/workspace",
+		Resources: spec.Resources,
+		Network:   sandbox.Network{EgressPolicy: sandbox.EgressNone},
+		Timeout:   spec.Timeout,
+	}
+	j.Resources.MaxProcesses += workerThreads
+	j.Resources.MaxOpenFiles += workerFiles
+	j.Filesystem.ReadWrite = []string{jailStore}
+	j.Binds = []sandbox.Bind{
+		{Host: d.cfg.WorkerPath, Path: jailBinary, ReadOnly: true},
+		{Host: d.cfg.RuntimeDir, Path: jailRuntimes, ReadOnly: true},
+		{Host: d.cfg.CacheDir, Path: jailCache, ReadOnly: true},
+	}
+	for i, b := range spec.Binds {
+		j.Binds = append(j.Binds, sandbox.Bind{Host: b.Host, Path: bindDir(i), ReadOnly: b.ReadOnly})
+	}
+	return j
+}
 
 func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader) (_ driver.Sandbox, err error) {
 	if !d.caps.Available {
@@ -151,36 +218,105 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, layer
 	if err := checkSpec(spec); err != nil {
 		return nil, err
 	}
-	dir := d.dir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
-	}
-	defer func() {
-		if err != nil {
-			d.Reclaim(context.WithoutCancel(ctx), id)
+	for i, b := range spec.Binds {
+		if fi, err := os.Stat(b.Host); err != nil || !fi.IsDir() {
+			return nil, errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %s bound at %s is not a directory (the wasm level binds directories only)", b.Host, b.Path)
 		}
-	}()
-	opts := fmt.Sprintf("size=%d,mode=0700", spec.Resources.DiskMB<<20)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
-		return nil, fmt.Errorf("mount the store of sandbox %s (%s): %w", id, opts, err)
-	}
-	if err := d.writeOwner(dir); err != nil {
-		return nil, err
-	}
-	if layer != nil {
-		if _, err := snapshot.ExtractLayer(layer, dir, snapshot.ExtractOptions{Layout: LayerLayout, HostOwned: true}); err != nil {
-			return nil, fmt.Errorf("restore the snapshot's layer: %w", err)
-		}
-	}
-	if err := skeleton(filepath.Join(dir, "root"), spec); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	// The interpreters are part of the setup: the first sandbox of an airlock waits for them to
-	// compile (or load from the cache), so that no command's timeout pays for it.
-	if err := d.rt.wait(ctx); err != nil {
+	// compile into the cache (or finds them there), so that no command's timeout pays for it.
+	if err := d.precompile(ctx); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	return d.open(id, spec)
+	js, err := d.proc.Create(ctx, id, d.jailSpec(spec))
+	if err != nil {
+		return nil, fmt.Errorf("create the jail of sandbox %s: %w", id, err)
+	}
+	s := d.open(id, spec, js.(*process.Sandbox))
+	defer func() {
+		if err != nil {
+			s.Destroy(context.WithoutCancel(ctx))
+		}
+	}()
+	if layer != nil {
+		if err := s.extract(ctx, layer); err != nil {
+			return nil, err
+		}
+	}
+	// The first worker makes the guest's root, so that the files API finds it; it stays for
+	// the first commands.
+	w, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.release(w)
+	return s, nil
+}
+
+// extract restores a snapshot's layer into the jail's store: the worker binary extracts it, in
+// the jail, from its standard input. An error reading layer fails it.
+func (s *Sandbox) extract(ctx context.Context, layer io.Reader) error {
+	r := &readErr{r: layer}
+	res, err := s.jail.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: []string{jailBinary, workerArg, extractArg},
+		Stdin: r, Capture: true})
+	switch {
+	case err != nil:
+		return fmt.Errorf("restore the snapshot's layer: %w", err)
+	case r.err != nil:
+		return fmt.Errorf("restore the snapshot's layer: %w", r.err)
+	case res.ExitCode != 0:
+		return fmt.Errorf("restore the snapshot's layer: %s (exit %d): %w", strings.TrimSpace(res.Stderr), res.ExitCode, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// readErr remembers the error, other than EOF, that its reader gave.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}
+
+// precompile fills the compilation cache with the interpreters, once per process, and makes it
+// readable by the jails' users; it waits for it.
+func (d *Driver) precompile(ctx context.Context) error {
+	d.precompileOnce.Do(func() {
+		go func() {
+			defer close(d.precompiled)
+			t0 := time.Now()
+			d.rt.loadPython()
+			d.rt.loadJS()
+			d.rt.close()
+			d.log.Info("the wasm interpreters are compiled in the cache", "dir", d.cfg.CacheDir, "took", time.Since(t0), "python", d.rt.pyErr, "javascript", d.rt.jsErr)
+			// Machine code of public interpreters: the jails' users read it (read-only binds).
+			filepath.WalkDir(d.cfg.CacheDir, func(p string, e fs.DirEntry, err error) error {
+				switch {
+				case err != nil:
+				case e.IsDir():
+					os.Chmod(p, 0o755)
+				case e.Type().IsRegular():
+					os.Chmod(p, 0o644)
+				}
+				return nil
+			})
+		}()
+	})
+	select {
+	case <-d.precompiled:
+		if _, err := os.Stat(d.cfg.CacheDir); err != nil {
+			return fmt.Errorf("the wasm compilation cache %s: %w", d.cfg.CacheDir, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the WebAssembly interpreters to compile: %w", ctx.Err())
+	}
 }
 
 // checkSpec refuses what the level cannot give, naming the field and the level.
@@ -198,84 +334,47 @@ func checkSpec(spec sandbox.Spec) error {
 	return nil
 }
 
-// skeleton makes the directories of the guest's root: the writable ones, the workdir and the
-// mount points of the read-only ones (so that listing / shows them).
-func skeleton(root string, spec sandbox.Spec) error {
-	dirs := append([]string{"/usr/local/lib/python3.11", "/usr/local/lib/python3/dist-packages"}, writableDirs(spec)...)
-	dirs = append(dirs, spec.Filesystem.ReadOnly...)
-	for _, b := range spec.Binds {
-		dirs = append(dirs, b.Path)
-	}
-	r, err := os.OpenRoot(root)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.Mkdir(root, 0o755); err == nil {
-			r, err = os.OpenRoot(root)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for _, p := range dirs {
-		if err := r.MkdirAll(p[1:], 0o755); err != nil && p != "/" {
-			return fmt.Errorf("make %s: %w", p, err)
-		}
-	}
-	return nil
-}
-
-// hostFacts is what a later airlock needs to take a sandbox over.
-type hostFacts struct {
-	Dir string `json:"dir"`
-}
-
-// Adopt implements driver.Adopter: a wasm sandbox is nothing but its store while no command runs,
-// and a daemon that was killed took its running commands with it; the store, if it is still
-// mounted, is the sandbox.
+// Adopt implements driver.Adopter: a wasm sandbox is its jail, which a restarted daemon takes
+// over as the process level does (its worker ended with the daemon's stream; the next exec
+// starts one).
 func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host json.RawMessage) (driver.Sandbox, error) {
 	var f hostFacts
-	if err := json.Unmarshal(host, &f); err != nil || f.Dir != d.dir(id) {
-		return nil, fmt.Errorf("adopt sandbox %s: its record names no store of this airlock", id)
+	if err := json.Unmarshal(host, &f); err != nil || len(f.Jail) == 0 {
+		return nil, fmt.Errorf("adopt sandbox %s: its record names no jail (an airlock before wasm jails made it)", id)
 	}
-	if !isMountpoint(f.Dir) {
-		return nil, fmt.Errorf("adopt sandbox %s: its store %s is gone", id, f.Dir)
+	js, err := d.proc.Adopt(ctx, id, d.jailSpec(spec), f.Jail)
+	if err != nil {
+		return nil, fmt.Errorf("adopt sandbox %s: %w", id, err)
 	}
-	if err := d.writeOwner(f.Dir); err != nil {
-		return nil, err
-	}
-	return d.open(id, spec)
+	return d.open(id, spec, js.(*process.Sandbox)), nil
 }
 
-// Reclaim implements driver.Reclaimer: the sandbox's store is unmounted and removed.
-func (d *Driver) Reclaim(_ context.Context, id string) error {
-	dir := d.dir(id)
-	return errors.Join(mountinfo.UnmountAll(dir), os.RemoveAll(dir))
+// Reclaim implements driver.Reclaimer: the sandbox's jail (its cgroup), and a store an airlock
+// before the jails left.
+func (d *Driver) Reclaim(ctx context.Context, id string) error {
+	dir := d.oldStore(id)
+	return errors.Join(d.proc.Reclaim(ctx, id), mountinfo.UnmountAll(dir), os.RemoveAll(dir))
 }
 
-// Sweep implements driver.Sweeper: stores whose airlock process is gone and that no record
-// adopted are removed.
+// Sweep implements driver.Sweeper: the jails are the process level's, which sweeps them; what
+// remains here are stores an airlock before the jails left, which no sandbox uses any more.
 func (d *Driver) Sweep(ctx context.Context) {
 	ents, _ := os.ReadDir(filepath.Join(d.cfg.StateDir, "sandboxes"))
-	var swept []string
 	for _, e := range ents {
-		if procfs.OwnerAlive(d.dir(e.Name())) {
+		if procfs.OwnerAlive(d.oldStore(e.Name())) {
 			continue
 		}
-		if err := d.Reclaim(ctx, e.Name()); err != nil {
-			d.log.Warn("could not remove an orphaned wasm sandbox", "sandbox", e.Name(), "err", err)
-			continue
+		dir := d.oldStore(e.Name())
+		if err := errors.Join(mountinfo.UnmountAll(dir), os.RemoveAll(dir)); err != nil {
+			d.log.Warn("could not remove an old wasm store", "sandbox", e.Name(), "err", err)
 		}
-		swept = append(swept, e.Name())
-	}
-	if len(swept) > 0 {
-		d.log.Info("removed orphaned wasm sandboxes", "sandboxes", swept)
 	}
 }
 
-// Leftovers lists what this level's sandboxes still hold on the host: stores and their mounts.
-// Tests call it after tearing sandboxes down.
+// Leftovers lists what this level's sandboxes still hold on the host: their jails' (the process
+// level's leftovers) and old stores. Tests call it after tearing sandboxes down.
 func (d *Driver) Leftovers() []string {
-	var out []string
+	out := d.proc.Leftovers()
 	dir := filepath.Join(d.cfg.StateDir, "sandboxes")
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -285,24 +384,4 @@ func (d *Driver) Leftovers() []string {
 		out = append(out, "mount "+m)
 	}
 	return out
-}
-
-// writeOwner records this process as the owner of a store, for Sweep.
-func (d *Driver) writeOwner(dir string) error {
-	if d.owner == nil {
-		return fmt.Errorf("record the owner of %s: %w", dir, d.ownerErr)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "owner"), d.owner, 0o600); err != nil {
-		return fmt.Errorf("record the owner of %s: %w", dir, err)
-	}
-	return nil
-}
-
-func isMountpoint(dir string) bool {
-	for _, m := range mountinfo.Under(dir) {
-		if m == dir {
-			return true
-		}
-	}
-	return false
 }

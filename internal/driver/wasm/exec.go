@@ -22,156 +22,74 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm/node"
 	"github.com/airlockrun/airlock/internal/errdefs"
-	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
-// exitTrap is the status of a command whose module trapped (an unreachable instruction, a stack
-// overflow of the wasm stack): the nearest a process has is an abort.
-const exitTrap = 128 + int(syscall.SIGABRT)
-
-// Exec implements driver.Sandbox: the command's interpreter is instantiated afresh from its
-// compiled module, on this goroutine, which is locked to its thread so that the thread's CPU
-// time (the kernel's count) is the command's. Any number of execs may run at once, up to
-// maxProcesses (each is the wasm level's process).
+// run runs one command in the worker: the command's interpreter is instantiated afresh from its
+// compiled module, on this goroutine, which is locked to its thread so that the thread's CPU time
+// (the kernel's count) is the command's.
 //
 // When ctx is done the command stops at its next loop or call (CPython's module is closed by
-// wazero; QuickJS stops itself through its interrupt hook), and the result says TimedOut. A memory growth past the sandbox's memoryMb is refused: the interpreter sees an
-// allocation failure (MemoryError, out of memory) and the result has a limit.memory event.
-func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (res sandbox.ExecResult, err error) {
-	res = sandbox.ExecResult{ExecutionID: req.ID, LimitEvents: []sandbox.LimitEvent{}}
-	if len(req.Command) == 0 {
-		return res, fmt.Errorf("exec: empty command: %w", errdefs.ErrInvalidArgument)
-	}
-	if req.TTY {
-		return res, fmt.Errorf("exec %s: the wasm level has no terminals (WASI has none); run without a TTY: %w", req.ID, errdefs.ErrUnavailable)
-	}
-	s.gate.RLock()
-	defer s.gate.RUnlock()
-	spec, err := s.begin(req.ID)
-	if err != nil {
-		return res, err
-	}
-	defer s.end()
-	limit := req.OutputLimit
-	if limit <= 0 {
-		limit = sandbox.DefaultOutputLimit
-	}
-	if !req.Capture {
-		limit = 0
-	}
-	stdout, stderr := sandbox.NewCapture(limit, req.Stdout), sandbox.NewCapture(limit, req.Stderr)
-	defer func() {
-		stdout.Result(&res.Stdout, &res.Truncated)
-		stderr.Result(&res.Stderr, &res.Truncated)
-		if res.Truncated {
-			s.event(&res, sandbox.EventLimitOutput, "output beyond the capture limit was discarded")
-		}
-	}()
-	if int64(spec.running) > spec.Resources.MaxProcesses {
-		fmt.Fprintf(stderr, "airlock: %d commands already run in this sandbox, its limit (maxProcesses)\n", spec.running-1)
-		res.ExitCode = 126
-		s.event(&res, sandbox.EventLimitPids, fmt.Sprintf("process limit of %d reached: each command is one", spec.Resources.MaxProcesses))
-		return res, nil
-	}
-	cmd, err := parseCommand(req.Command)
+// wazero; QuickJS stops itself through its interrupt hook); its cause says why (errStopped, or a
+// signal). A memory growth past the sandbox's memoryMb is refused: the interpreter sees an
+// allocation failure (MemoryError, out of memory), and the reply counts it.
+func (g *guest) run(ctx context.Context, req execRequest, stdin io.Reader, stdout, stderr io.Writer) (rep execReply) {
+	cmd, err := parseCommand(req.Argv)
 	if err != nil {
 		var ce *commandError
-		if errors.As(err, &ce) {
-			if ce.exit == 127 && strings.Contains(req.Command[0], "/") && s.exists(req.Command[0], spec.Workdir) {
-				ce = &commandError{126, fmt.Sprintf("airlock: %s: not executable (the wasm level runs python3 and node only)", req.Command[0])}
-			}
-			fmt.Fprintln(stderr, ce.msg)
-			res.ExitCode = ce.exit
-			return res, nil
+		if !errors.As(err, &ce) {
+			return execReply{Error: err.Error()}
 		}
-		return res, err
+		if ce.exit == 127 && strings.Contains(req.Argv[0], "/") && g.exists(req.Argv[0], req.Workdir) {
+			ce = &commandError{126, fmt.Sprintf("airlock: %s: not executable (the wasm level runs python3 and node only)", req.Argv[0])}
+		}
+		fmt.Fprintln(stderr, ce.msg)
+		return execReply{ExitCode: ce.exit}
 	}
 	dir := req.Workdir
-	if dir == "" {
-		dir = spec.Workdir
-	}
-	if !s.isDir(dir) {
+	if !g.isDir(dir) {
 		fmt.Fprintf(stderr, "airlock: working directory %s: no such directory\n", dir)
-		res.ExitCode = 126
-		return res, nil
+		return execReply{ExitCode: 126}
 	}
-	env := s.env(spec, cmd, req, dir)
-
-	// The run ends when the caller's ctx does (a timeout), when the sandbox is destroyed, or on a
-	// signal: whichever comes first is the result's reason.
-	run, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	defer context.AfterFunc(s.ctx, func() { stop(errDestroyed) })()
-	if req.Signal != nil {
-		go func() {
-			select {
-			case sig, ok := <-req.Signal:
-				if ok {
-					stop(signalled(sig))
-				}
-			case <-run.Done():
-			}
-		}()
-	}
-	mem := s.mem.forExec()
+	env := g.env(cmd, req, dir)
+	// The command's peak memory is the worker's, as a process's peak resident set is: the
+	// interpreters' code and the runtime as the command starts (not the other commands'
+	// modules) with the command's linear memory, or the most the worker held when a growth
+	// of the command's memory was checked, whichever is more.
+	used, _ := g.mem.reading()
+	own := max(rssAnon("self"), used) - used
+	mem := g.mem.forExec()
 	defer mem.unmap()
-	run = experimental.WithMemoryAllocator(run, mem)
-	stdin := stdinFor(run, req.Stdin)
+	refused0 := g.guard.refused.Load()
+	run := experimental.WithMemoryAllocator(ctx, mem)
 
-	start := time.Now()
 	runtime.LockOSThread()
 	cpu0 := threadCPU()
 	var exit int
 	switch cmd.lang {
 	case langPython:
-		exit, err = s.runPython(run, cmd, env, stdin, stdout, stderr)
+		exit, err = g.runPython(run, cmd, env, stdin, stdout, stderr)
 	default:
-		exit, err = s.runJS(run, mem, cmd, env, dir, stdin, stdout, stderr)
+		exit, err = g.runJS(run, mem, cmd, env, dir, stdin, stdout, stderr)
 	}
 	cpu := threadCPU() - cpu0
 	runtime.UnlockOSThread()
-	res.DurationMs = int64((time.Since(start) + time.Millisecond - 1) / time.Millisecond)
-	s.mu.Lock()
-	s.cpu += cpu
-	s.mu.Unlock()
 	if err != nil {
-		return res, err
+		return execReply{Error: err.Error()}
 	}
-	res.ExitCode = exit
-	res.ResourceUsage = sandbox.ResourceUsage{CPUTimeMs: cpu.Milliseconds(), PeakMemoryMB: float64(mem.peakBytes()) / (1 << 20)}
-	switch cause := context.Cause(run); {
-	case ctx.Err() != nil:
-		res.TimedOut, res.ExitCode = true, sandbox.ExitTimeout
-		s.event(&res, sandbox.EventLimitTimeout, "timeout reached; the command was stopped")
-	case errors.Is(cause, errDestroyed):
-		res.ExitCode = 128 + int(unix.SIGKILL)
-		fmt.Fprintln(stderr, "airlock: the sandbox ended while the command ran")
-	case run.Err() != nil:
+	rep = execReply{ExitCode: exit, CPUTimeMs: cpu.Milliseconds(), PeakMemoryMB: float64(max(own+mem.peakBytes(), mem.resident.Load())) / (1 << 20),
+		Refused: mem.refused.Load(), OOM: mem.oom.Load(), DiskFull: process.LayerFull(g.root),
+		WritesRefused: g.guard.refused.Load() - refused0}
+	if cause := context.Cause(ctx); ctx.Err() != nil {
+		rep.Stopped = true
 		var sig signalled
 		if errors.As(cause, &sig) {
-			res.ExitCode = 128 + int(sig)
+			rep.ExitCode = 128 + int(sig)
+		} else {
+			rep.ExitCode = 128 + int(unix.SIGKILL)
 		}
 	}
-	n := mem.refused.Load()
-	switch {
-	case n > 0:
-		s.event(&res, sandbox.EventLimitMemory, fmt.Sprintf("memory limit of %d MiB reached; linear memory growth refused %d time(s)", spec.Resources.MemoryMB, n))
-	case mem.oom.Load():
-		s.event(&res, sandbox.EventLimitMemory, fmt.Sprintf("memory limit of %d MiB reached; the interpreter's allocator refused", spec.Resources.MemoryMB))
-	}
-	// A command that failed once the limit refused it memory died of the limit, as one the
-	// kernel's OOM killer ends: same status, same flag. One that caught the error and went on
-	// keeps its own status (the event still says the limit was reached).
-	if (n > 0 || mem.oom.Load()) && res.ExitCode != 0 && !res.TimedOut {
-		res.ExitCode, res.OOMKilled = sandbox.ExitOOM, true
-	}
-	if process.LayerFull(s.dir) {
-		s.event(&res, sandbox.EventLimitDisk, fmt.Sprintf("store of %d MiB is full", spec.Resources.DiskMB))
-	}
-	return res, nil
+	return rep
 }
-
-var errDestroyed = errors.New("sandbox destroyed")
 
 // signalled is a signal an exec's caller sent: the wasm level has no handlers, so every signal
 // ends the command, as SIGKILL would.
@@ -179,50 +97,23 @@ type signalled syscall.Signal
 
 func (s signalled) Error() string { return "signal " + syscall.Signal(s).String() }
 
-// execSpec is the sandbox's spec as an exec starts, and how many execs run with it.
-type execSpec struct {
-	sandbox.Spec
-	running int
-}
-
-// begin counts an exec in.
-func (s *Sandbox) begin(id string) (execSpec, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.destroyed {
-		return execSpec{}, fmt.Errorf("exec %s: sandbox %s is destroyed: %w", id, s.id, errdefs.ErrConflict)
-	}
-	s.running++
-	return execSpec{Spec: s.spec, running: s.running}, nil
-}
-
-func (s *Sandbox) end() {
-	s.mu.Lock()
-	s.running--
-	s.mu.Unlock()
-}
-
-func (s *Sandbox) event(res *sandbox.ExecResult, typ, msg string) {
-	res.LimitEvents = append(res.LimitEvents, sandbox.LimitEvent{Type: typ, Message: msg, Time: time.Now()})
-}
-
 // isDir reports whether the guest path p is a directory.
-func (s *Sandbox) isDir(p string) bool {
-	st, ok := s.stat(p)
+func (g *guest) isDir(p string) bool {
+	st, ok := g.stat(p)
 	return ok && st.Mode.IsDir()
 }
 
 // exists reports whether the guest path p (relative to dir when not absolute) exists.
-func (s *Sandbox) exists(p, dir string) bool {
+func (g *guest) exists(p, dir string) bool {
 	if !path.IsAbs(p) {
 		p = path.Join(dir, p)
 	}
-	_, ok := s.stat(p)
+	_, ok := g.stat(p)
 	return ok
 }
 
-func (s *Sandbox) stat(p string) (sysStat, bool) {
-	fsys, rel, ok := s.mounts.Resolve(p)
+func (g *guest) stat(p string) (sysStat, bool) {
+	fsys, rel, ok := g.mounts.Resolve(p)
 	if !ok {
 		return sysStat{}, false
 	}
@@ -230,14 +121,14 @@ func (s *Sandbox) stat(p string) (sysStat, bool) {
 	return st, errno == 0
 }
 
-// env is a command's environment: the level's defaults, the spec's, the command line's
+// env is a command's environment: the level's defaults, the sandbox's, the command line's
 // assignments, the request's.
-func (s *Sandbox) env(spec execSpec, cmd command, req sandbox.ExecRequest, dir string) map[string]string {
-	user := spec.User
+func (g *guest) env(cmd command, req execRequest, dir string) map[string]string {
+	user := g.spec.User
 	env := map[string]string{
 		"HOME": home(user), "USER": user, "LOGNAME": user, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
 	}
-	maps.Copy(env, spec.Environment)
+	maps.Copy(env, req.SandboxEnv)
 	maps.Copy(env, cmd.env)
 	maps.Copy(env, req.Env)
 	env["PWD"] = dir
@@ -248,21 +139,20 @@ func (s *Sandbox) env(spec execSpec, cmd command, req sandbox.ExecRequest, dir s
 		// Output goes to the caller as it comes, as from a pipe it would not.
 		env["PYTHONUNBUFFERED"] = "1"
 		// PWD: site/airlock-cwd.pth moves there.
-
 	}
 	return env
 }
 
 // runPython runs CPython's WASI command with the command's arguments.
-func (s *Sandbox) runPython(ctx context.Context, cmd command, env map[string]string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	rt, mod, err := s.d.rt.pythonModule(ctx)
+func (g *guest) runPython(ctx context.Context, cmd command, env map[string]string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	rt, mod, err := g.rt.pythonModule(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
 	}
 	cfg := wazero.NewModuleConfig().WithName("").
 		WithArgs(append([]string{cmd.name}, pythonArgs(cmd.args, env["PWD"])...)...).
 		WithStdin(stdin).WithStdout(stdout).WithStderr(stderr).
-		WithFSConfig(s.fsc).
+		WithFSConfig(g.fsc).
 		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
 		WithNanosleep(func(ns int64) { sleep(ctx, ns) })
 	for k, v := range env {
@@ -323,14 +213,14 @@ func sleep(ctx context.Context, ns int64) {
 }
 
 // runJS runs the node-style command line on QuickJS.
-func (s *Sandbox) runJS(ctx context.Context, mem *execMemory, cmd command, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	r, err := s.d.rt.jsRunnerFor(ctx)
+func (g *guest) runJS(ctx context.Context, mem *execMemory, cmd command, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	r, err := g.rt.jsRunnerFor(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
 	}
 	res, err := r.Run(ctx, node.Config{
 		Args: cmd.args, Env: env, Dir: dir, Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		FS: s.mounts, MemoryLimit: int64(s.mem.limit),
+		FS: g.mounts, MemoryLimit: int64(g.mem.limit),
 	})
 	if err != nil && ctx.Err() != nil {
 		return 128 + int(unix.SIGKILL), nil // stopped: the caller reads why from ctx
@@ -382,22 +272,4 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ts.Nano())
-}
-
-// stdinFor is r as a guest reads it. A reader that can block (a pipe, a stream) is read through
-// a pipe that ctx closes, so that a command waiting for input still ends at its timeout.
-func stdinFor(ctx context.Context, r io.Reader) io.Reader {
-	switch r.(type) {
-	case nil:
-		return strings.NewReader("")
-	case *strings.Reader:
-		return r
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.CloseWithError(err)
-	}()
-	context.AfterFunc(ctx, func() { pr.CloseWithError(io.EOF) })
-	return pr
 }

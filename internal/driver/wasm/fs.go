@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -28,7 +29,8 @@ type sysStat = sys.Stat_t
 //     ones (filesystem.readOnly), everything else is EROFS, as the read-only root of the other
 //     levels;
 //   - the sandbox's open files are counted against its maxOpenFiles (EMFILE);
-//   - blocked guest paths (filesystem.blocked) are EACCES.
+//   - blocked guest paths (filesystem.blocked) are EACCES;
+//   - writes the jail's memory could not pay for are EIO (guard, see storeGuard).
 //
 // The kernel caps the size of what is written (the sandbox's store is a tmpfs of diskMb).
 type confinedFS struct {
@@ -39,6 +41,40 @@ type confinedFS struct {
 	readOnly []string // guest paths beneath which writes are refused, writable or not
 	blocked  []string // guest paths that are inaccessible
 	files    *openFiles
+	guard    *storeGuard // nil: no guard
+}
+
+// storeGuard refuses writes to the store that the jail's memory could not pay for: the store's
+// pages are charged to the jail's cgroup (memoryMb), and a write past what it has left would be
+// the kernel's OOM kill of the worker, with every command it runs. A write fails (EIO: wazero
+// has no ENOSPC) instead, and the sandbox goes on.
+type storeGuard struct {
+	room    func(delta uint64) bool // whether delta more bytes fit (jailBudget)
+	mu      sync.Mutex              // guards since
+	since   uint64                  // bytes written since room last said yes
+	refused atomic.Int64            // writes refused
+}
+
+// guardEvery is how many bytes may be written between two looks at the room left.
+const guardEvery = 1 << 20
+
+// allow says whether n more bytes may be written.
+func (g *storeGuard) allow(n int) bool {
+	if g == nil {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.since+uint64(n) < guardEvery {
+		g.since += uint64(n)
+		return true
+	}
+	if !g.room(g.since + uint64(n)) {
+		g.refused.Add(1)
+		return false
+	}
+	g.since = 0
+	return true
 }
 
 // openFiles counts a sandbox's open files against its limit.
@@ -153,14 +189,30 @@ func (c *confinedFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.File
 		c.files.release()
 		return nil, errno
 	}
-	return &countedFile{File: f, files: c.files}, 0
+	return &countedFile{File: f, files: c.files, guard: c.guard}, 0
 }
 
-// countedFile gives its slot back to the sandbox's open files when closed.
+// countedFile gives its slot back to the sandbox's open files when closed, and writes through
+// the store's guard.
 type countedFile struct {
 	experimentalsys.File
 	files  *openFiles
+	guard  *storeGuard
 	closed atomic.Bool
+}
+
+func (f *countedFile) Write(b []byte) (int, experimentalsys.Errno) {
+	if !f.guard.allow(len(b)) {
+		return 0, experimentalsys.EIO
+	}
+	return f.File.Write(b)
+}
+
+func (f *countedFile) Pwrite(b []byte, off int64) (int, experimentalsys.Errno) {
+	if !f.guard.allow(len(b)) {
+		return 0, experimentalsys.EIO
+	}
+	return f.File.Pwrite(b, off)
 }
 
 func (f *countedFile) Close() experimentalsys.Errno {

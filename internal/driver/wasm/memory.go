@@ -18,10 +18,18 @@ import (
 // The cap is the sandbox's, shared by its concurrent execs, like a cgroup's.
 type memoryCap struct {
 	limit uint64 // bytes
+	// budget, when set, is a second check of growths but a memory's first allocation, which
+	// wazero cannot take a refusal of: it says how many more bytes the process may take (see
+	// jailBudget) and how many it holds. Looking costs a few reads of /proc, so grow asks again
+	// only once the growths since it last did pass half of what it said was left.
+	budget func() (avail, resident uint64)
 
-	mu   sync.Mutex // guards used, peak
+	mu   sync.Mutex // guards used, peak, grown and allowance
 	used uint64     // bytes of linear memory the sandbox's live modules have
 	peak uint64
+	// grown is the growth since the budget last looked, allowance how much may pass before
+	// it looks again.
+	grown, allowance uint64
 }
 
 func newMemoryCap(limit uint64) *memoryCap { return &memoryCap{limit: limit} }
@@ -43,6 +51,17 @@ type execMemory struct {
 	oom atomic.Bool
 	// mapped are the mappings of the exec's memories, unmapped by unmap once the exec is over.
 	mapped [][]byte
+	// resident is the most memory the process held when the budget looked, during the exec.
+	resident atomic.Uint64
+}
+
+func (e *execMemory) sawResident(n uint64) {
+	for {
+		old := e.resident.Load()
+		if n <= old || e.resident.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // unmap returns the exec's mappings to the kernel; the exec's modules are all closed.
@@ -81,16 +100,28 @@ func (c *memoryCap) reading() (used, peak uint64) {
 	return c.used, c.peak
 }
 
-// grow accounts a memory's growth by delta bytes, or refuses it.
-func (c *memoryCap) grow(delta uint64) bool {
+// grow accounts a memory's growth by delta bytes, or refuses it; first says it is the memory's
+// first allocation. resident is the process's memory the budget saw (0: not asked).
+func (c *memoryCap) grow(delta uint64, first bool) (ok bool, resident uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.used+delta > c.limit {
-		return false
+		return false, 0
+	}
+	if !first && c.budget != nil {
+		if c.grown += delta; c.grown > c.allowance {
+			var avail uint64
+			avail, resident = c.budget()
+			if delta > avail {
+				c.grown, c.allowance = 0, 0
+				return false, resident
+			}
+			c.grown, c.allowance = 0, (avail-delta)/2
+		}
 	}
 	c.used += delta
 	c.peak = max(c.peak, c.used)
-	return true
+	return true, resident
 }
 
 func (c *memoryCap) release(n uint64) {
@@ -115,7 +146,13 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	if size <= m.len {
 		return m.buf[:size:size]
 	}
-	if size > m.reserve || m.failed || !m.cap.grow(size-m.len) {
+	if size > m.reserve || m.failed {
+		m.exec.refused.Add(1)
+		return nil
+	}
+	ok, resident := m.cap.grow(size-m.len, m.buf == nil)
+	m.exec.sawResident(resident)
+	if !ok {
 		m.exec.refused.Add(1)
 		return nil
 	}

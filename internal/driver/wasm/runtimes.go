@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -57,27 +57,31 @@ func shortHash(h string) string {
 	return h
 }
 
-// runtimes holds the wazero runtime every wasm sandbox of this airlock shares and the compiled
-// interpreters. Compiling CPython takes seconds, so it happens once, on first use, and its
-// machine code is kept in a cache on disk: a later airlock loads it instead.
+// runtimes holds the compiled interpreters. Compiling CPython takes seconds, so its machine code
+// is kept in a cache on disk: the daemon compiles each interpreter once into it (precompile), and
+// every worker loads it from there (read-only), each interpreter on its first use.
 type runtimes struct {
 	cacheDir string
 	log      *slog.Logger
 	python   *interp
 	js       *interp
 
-	once sync.Once
-	done chan struct{} // closed when load has finished
-	// Set by load.
-	rtPy, rtJS wazero.Runtime
-	pyMod      wazero.CompiledModule
-	pyErr      error
-	jsRunner   *node.Runner
-	jsErr      error
+	cacheOnce sync.Once
+	cache     wazero.CompilationCache // nil: none (it could not be opened)
+
+	pyOnce sync.Once
+	rtPy   wazero.Runtime
+	pyMod  wazero.CompiledModule
+	pyErr  error
+
+	jsOnce   sync.Once
+	rtJS     wazero.Runtime
+	jsRunner *node.Runner
+	jsErr    error
 }
 
 func openRuntimes(dir, cacheDir string, log *slog.Logger) *runtimes {
-	r := &runtimes{cacheDir: cacheDir, log: log, done: make(chan struct{})}
+	r := &runtimes{cacheDir: cacheDir, log: log}
 	r.python = readInterp(langPython, filepath.Join(dir, "python"), "build it with scripts/wasm/build-python.sh (make wasm-runtimes)")
 	r.js = readInterp(langJS, filepath.Join(dir, "quickjs"), "fetch it with scripts/wasm/fetch-quickjs.sh (make wasm-runtimes)")
 	return r
@@ -98,48 +102,81 @@ func readInterp(lang, dir, fix string) *interp {
 
 func (r *runtimes) list() []*interp { return []*interp{r.python, r.js} }
 
-// start begins loading in the background, once.
-func (r *runtimes) start() {
-	r.once.Do(func() { go r.load() })
+// compilationCache opens the cache once.
+func (r *runtimes) compilationCache() wazero.CompilationCache {
+	r.cacheOnce.Do(func() {
+		c, err := wazero.NewCompilationCacheWithDir(r.cacheDir)
+		if err != nil {
+			r.log.Warn("wasm compilation cache unavailable; interpreters compile anew", "dir", r.cacheDir, "err", err)
+			return
+		}
+		r.cache = c
+	})
+	return r.cache
 }
 
-// wait starts loading if nothing did yet and waits for it.
-func (r *runtimes) wait(ctx context.Context) error {
-	r.start()
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the WebAssembly interpreters to compile: %w", ctx.Err())
-	}
+// Two runtimes. CPython's can only be stopped from outside, so its runtime closes a module whose
+// context is done, at the cost of a check on every loop back-edge. QuickJS stops itself (its
+// interrupt hook watches the context), and without those checks it runs 2.5–6× faster.
+
+func (r *runtimes) loadPython() {
+	r.rtPy, r.pyErr = r.load(r.python, true, func(ctx context.Context, rt wazero.Runtime, b []byte) (err error) {
+		r.pyMod, err = rt.CompileModule(ctx, b)
+		return err
+	})
 }
 
-func (r *runtimes) load() {
-	defer close(r.done)
+func (r *runtimes) loadJS() {
+	r.rtJS, r.jsErr = r.load(r.js, false, func(ctx context.Context, rt wazero.Runtime, b []byte) (err error) {
+		r.jsRunner, err = node.NewRunner(ctx, rt, b)
+		return err
+	})
+}
+
+// load readies interpreter i on a runtime of its own: ready compiles its module b (and prepares
+// what runs need), from the cache when it holds the machine code.
+func (r *runtimes) load(i *interp, closeOnDone bool, ready func(context.Context, wazero.Runtime, []byte) error) (wazero.Runtime, error) {
 	ctx := context.Background()
-	cache, err := wazero.NewCompilationCacheWithDir(r.cacheDir)
+	b, err := i.read()
 	if err != nil {
-		r.log.Warn("wasm compilation cache unavailable; interpreters compile anew in every airlock", "dir", r.cacheDir, "err", err)
+		return nil, err
 	}
-	// Two runtimes. CPython's can only be stopped from outside, so its runtime closes a module
-	// whose context is done, at the cost of a check on every loop back-edge. QuickJS stops
-	// itself (its interrupt hook watches the context), and without those checks it runs 2.5–6×
-	// faster.
-	r.rtPy, r.pyErr = newRuntime(ctx, cache, true)
-	r.rtJS, r.jsErr = newRuntime(ctx, cache, false)
-	if b, err := r.python.read(); err != nil {
-		r.pyErr = errors.Join(r.pyErr, err)
-	} else if r.pyErr == nil {
-		t0 := time.Now()
-		r.pyMod, r.pyErr = r.rtPy.CompileModule(ctx, b)
-		r.log.Info("compiled the python interpreter", "took", time.Since(t0), "err", r.pyErr)
+	t0 := time.Now()
+	try := func(cache wazero.CompilationCache) (wazero.Runtime, error) {
+		rt, err := newRuntime(ctx, cache, closeOnDone)
+		if err == nil {
+			err = ready(ctx, rt, b)
+		}
+		return rt, err
 	}
-	if b, err := r.js.read(); err != nil {
-		r.jsErr = errors.Join(r.jsErr, err)
-	} else if r.jsErr == nil {
-		t0 := time.Now()
-		r.jsRunner, r.jsErr = node.NewRunner(ctx, r.rtJS, b)
-		r.log.Info("compiled the javascript interpreter", "took", time.Since(t0), "err", r.jsErr)
+	rt, err := try(r.compilationCache())
+	if err != nil && r.cache != nil {
+		// A read-only cache without this interpreter's code (another build of airlock filled
+		// it): compile it here, without the cache.
+		r.log.Warn("the "+i.lang+" interpreter did not load from the compilation cache; compiling it", "err", err)
+		if rt != nil {
+			rt.Close(ctx)
+		}
+		rt, err = try(nil)
+	}
+	r.log.Info("compiled the "+i.lang+" interpreter", "took", time.Since(t0), "err", err)
+	// Loading read the module and its machine code into the heap, and copied the code out:
+	// give that back now rather than at the next collection (a worker's memory is its sandbox's).
+	debug.FreeOSMemory()
+	return rt, err
+}
+
+// close releases the runtimes and the cache's compiled code (the daemon, once it has filled the
+// cache, keeps none of it).
+func (r *runtimes) close() {
+	ctx := context.Background()
+	for _, rt := range []wazero.Runtime{r.rtPy, r.rtJS} {
+		if rt != nil {
+			rt.Close(ctx)
+		}
+	}
+	if r.cache != nil {
+		r.cache.Close(ctx)
 	}
 }
 
@@ -173,22 +210,18 @@ func (i *interp) read() ([]byte, error) {
 	return b, nil
 }
 
-// pythonModule returns the compiled CPython, waiting for it to compile.
-func (r *runtimes) pythonModule(ctx context.Context) (wazero.Runtime, wazero.CompiledModule, error) {
-	if err := r.wait(ctx); err != nil {
-		return nil, nil, err
-	}
+// pythonModule returns the compiled CPython, loading it on first use.
+func (r *runtimes) pythonModule(context.Context) (wazero.Runtime, wazero.CompiledModule, error) {
+	r.pyOnce.Do(r.loadPython)
 	if r.pyErr != nil {
 		return nil, nil, fmt.Errorf("%v: %w", r.pyErr, errdefs.ErrUnavailable)
 	}
 	return r.rtPy, r.pyMod, nil
 }
 
-// jsRunnerFor returns the node-style runner, waiting for QuickJS to compile.
-func (r *runtimes) jsRunnerFor(ctx context.Context) (*node.Runner, error) {
-	if err := r.wait(ctx); err != nil {
-		return nil, err
-	}
+// jsRunnerFor returns the node-style runner, loading QuickJS on first use.
+func (r *runtimes) jsRunnerFor(context.Context) (*node.Runner, error) {
+	r.jsOnce.Do(r.loadJS)
 	if r.jsErr != nil {
 		return nil, fmt.Errorf("%v: %w", r.jsErr, errdefs.ErrUnavailable)
 	}

@@ -6,17 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
@@ -33,17 +30,12 @@ const (
 	guestSite      = "/usr/local/lib/python3/dist-packages" // site, above; site.py reads it
 )
 
-// Sandbox is one wasm sandbox: a store and the execs running on it.
+// Sandbox is one wasm sandbox as the daemon holds it: its jail (a process-level sandbox whose
+// writable layer is the store) and, while it is in use, the worker that runs its commands.
 type Sandbox struct {
-	d     *Driver
-	id    string
-	dir   string // the store: a tmpfs of diskMb
-	root  string // dir/root: the guest's "/"
-	mem   *memoryCap
-	files *openFiles
-	// mounts is the guest filesystem; fsc is the same for wazero.
-	mounts mounts
-	fsc    wazero.FSConfig
+	d    *Driver
+	id   string
+	jail *process.Sandbox
 
 	ctx    context.Context // cancelled by Destroy: every exec ends
 	cancel context.CancelFunc
@@ -52,11 +44,15 @@ type Sandbox struct {
 	// commands.
 	gate sync.RWMutex
 
+	startMu sync.Mutex // held while a worker starts, so that one starts at a time
+
 	mu        sync.Mutex // guards the fields below
 	spec      sandbox.Spec
 	running   int
-	cpu       time.Duration // CPU time of every exec so far
 	destroyed bool
+	w         *worker     // the worker, nil when none runs
+	active    int         // execs on w
+	idle      *time.Timer // retires w when it has been idle for the driver's WorkerIdle
 }
 
 var (
@@ -67,69 +63,44 @@ var (
 	_ driver.Statser     = (*Sandbox)(nil)
 	_ driver.Claimer     = (*Sandbox)(nil)
 	_ driver.HostFacter  = (*Sandbox)(nil)
+	_ driver.Watcher     = (*Sandbox)(nil)
 )
 
-// open returns the sandbox on the store of id, which exists.
-func (d *Driver) open(id string, spec sandbox.Spec) (*Sandbox, error) {
-	d.rt.start() // an adopted sandbox's first exec should not wait for the whole compile
-	dir := d.dir(id)
-	s := &Sandbox{
-		d: d, id: id, dir: dir, root: filepath.Join(dir, "root"), spec: spec,
-		mem:   newMemoryCap(uint64(spec.Resources.MemoryMB) << 20),
-		files: &openFiles{limit: spec.Resources.MaxOpenFiles},
-	}
-	if err := s.buildMounts(); err != nil {
-		return nil, err
-	}
+// open returns the sandbox on its jail.
+func (d *Driver) open(id string, spec sandbox.Spec, jail *process.Sandbox) *Sandbox {
+	s := &Sandbox{d: d, id: id, jail: jail, spec: spec}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	return s, nil
-}
-
-// buildMounts lays out the guest's filesystem: the store as "/", writable beneath the workdir and
-// writableDirs; the interpreter's library and airlock's site read-only; the spec's host mounts.
-func (s *Sandbox) buildMounts() error {
-	spec := s.spec
-	writable := writableDirs(spec)
-	var binds []mount
-	for i, b := range spec.Binds {
-		if fi, err := os.Stat(b.Host); err != nil || !fi.IsDir() {
-			return errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %s bound at %s is not a directory (the wasm level binds directories only)", b.Host, b.Path)
-		}
-		c := newConfinedFS(b.Host, b.Path, nil, spec.Filesystem.Blocked, s.files)
-		if !b.ReadOnly {
-			c.writable = []string{"/"}
-		}
-		c.readOnly = spec.Filesystem.ReadOnly
-		binds = append(binds, mount{b.Path, c})
-	}
-	root := newConfinedFS(s.root, "/", writable, spec.Filesystem.Blocked, s.files)
-	root.readOnly = spec.Filesystem.ReadOnly
-	siteFS, _ := fs.Sub(site, "site")
-	ms := mounts{
-		{"/", root},
-		{guestSite, &sysfs.AdaptFS{FS: siteFS}},
-	}
-	if s.d.rt.python.err == nil {
-		lib := filepath.Join(s.d.rt.python.dir, "lib")
-		ms = append(ms, mount{guestPythonLib, &sysfs.ReadFS{FS: sysfs.DirFS(lib)}})
-	}
-	s.mounts = append(ms, binds...).sorted()
-	fsc := wazero.NewFSConfig()
-	// Shortest first: the guest's libc picks the longest preopen that prefixes a path, whatever
-	// the order, but "/" first keeps it fd 3, as programs that assume it expect.
-	for i := len(s.mounts) - 1; i >= 0; i-- {
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(s.mounts[i].fs, s.mounts[i].at)
-	}
-	s.fsc = fsc
-	return nil
+	return s
 }
 
 // ID implements driver.Sandbox.
 func (s *Sandbox) ID() string { return s.id }
 
-// HostFacts implements driver.HostFacter: the store, which a later airlock adopts.
+// Jail is the process-level sandbox the sandbox's worker runs in.
+func (s *Sandbox) Jail() *process.Sandbox { return s.jail }
+
+// Done implements driver.Watcher: the jail ended (its init was killed).
+func (s *Sandbox) Done() <-chan struct{} { return s.jail.Done() }
+
+// WorkerPid is the host pid of the sandbox's worker, 0 when none runs.
+func (s *Sandbox) WorkerPid() int {
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	if w == nil || !w.alive() {
+		return 0
+	}
+	return findWorker(s.jail.InitPid())
+}
+
+// hostFacts is what a later airlock needs to take a sandbox over: its jail's.
+type hostFacts struct {
+	Jail json.RawMessage `json:"jail"`
+}
+
+// HostFacts implements driver.HostFacter.
 func (s *Sandbox) HostFacts() json.RawMessage {
-	b, _ := json.Marshal(hostFacts{Dir: s.dir})
+	b, _ := json.Marshal(hostFacts{Jail: s.jail.HostFacts()})
 	return b
 }
 
@@ -146,38 +117,69 @@ func (s *Sandbox) Claim(_ context.Context, spec sandbox.Spec) error {
 	return nil
 }
 
-// FileRoot implements driver.FileRooter: the guest's root in the store. Files the guest makes
-// belong to the airlock process (host root), and so do those the files API makes.
+// FileRoot implements driver.FileRooter: the guest's root in the jail's store, and the host ids
+// of the jail's user, whose files the guest's are.
 func (s *Sandbox) FileRoot() (*os.File, int, int, error) {
 	if err := s.live("file root"); err != nil {
 		return nil, 0, 0, err
 	}
-	fd, err := unix.Open(s.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, uid, gid, err := s.jail.FileRoot()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer root.Close()
+	// Beneath the jail's root, and no symlink on the way: the jail's own directories, which
+	// nothing of the guest can change.
+	fd, err := unix.Openat2(int(root.Fd()), jailRoot[1:], &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("file root of sandbox %s: %w", s.id, err)
 	}
-	return os.NewFile(uintptr(fd), "sandbox "+s.id+" root"), 0, 0, nil
+	return os.NewFile(uintptr(fd), "sandbox "+s.id+" root"), uid, gid, nil
 }
 
-// Layer implements driver.Layerer: the store, read live.
-func (s *Sandbox) Layer(context.Context) (driver.Layer, error) {
+// Layer implements driver.Layerer: the store in the jail's writable layer, read live.
+func (s *Sandbox) Layer(ctx context.Context) (driver.Layer, error) {
 	if err := s.live("layer"); err != nil {
 		return driver.Layer{}, err
 	}
-	return driver.Layer{Dir: s.dir, Layout: LayerLayout}, nil
+	l, err := s.jail.Layer(ctx)
+	if err != nil {
+		return driver.Layer{}, err
+	}
+	return driver.Layer{Dir: storeIn(l), Layout: LayerLayout}, nil
+}
+
+// storeIn is the store's directory in the jail's layer as the host reads it.
+func storeIn(l driver.Layer) string {
+	for _, top := range l.Layout.Top {
+		if l.Layout.At[top] == "/" {
+			return l.Dir + "/" + top + jailStore
+		}
+	}
+	return l.Dir + jailStore
 }
 
 // Snapshot implements driver.Snapshotter. It is taken between commands, so the store is one
 // instant's: while one runs it is a conflict.
-func (s *Sandbox) Snapshot(_ context.Context, w io.Writer, _ string) (bool, error) {
+func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, _ string) (bool, error) {
 	if !s.gate.TryLock() {
 		return false, fmt.Errorf("snapshot: sandbox %s has commands running; a wasm sandbox is saved between commands: %w", s.id, errdefs.ErrConflict)
 	}
 	defer s.gate.Unlock()
-	if err := s.live("snapshot"); err != nil {
+	l, err := s.Layer(ctx)
+	if err != nil {
 		return false, err
 	}
-	_, err := snapshot.WriteLayer(w, s.dir, snapshot.WriteOptions{Layout: LayerLayout})
+	root, base, _, err := s.jail.FileRoot() // base: the host id of the jail's user, its uid 0
+	if err != nil {
+		return false, err
+	}
+	root.Close()
+	_, err = snapshot.WriteLayer(w, l.Dir, snapshot.WriteOptions{Layout: LayerLayout,
+		SandboxID: func(host int) (int, bool) { return host - base, host >= base && host-base <= snapshot.MaxID }})
 	return false, err
 }
 
@@ -185,23 +187,16 @@ func (s *Sandbox) Snapshot(_ context.Context, w io.Writer, _ string) (bool, erro
 // to save.
 func (s *Sandbox) SavesMemory() bool { return false }
 
-// Usage implements driver.Statser. Memory is the linear memory of the running commands' modules
-// and the store's pages (a tmpfs is memory), as a cgroup counts a sandbox's tmpfs; CPU the time of
-// the threads that ran the commands.
-func (s *Sandbox) Usage(context.Context) (driver.Usage, error) {
-	used, peak := s.mem.reading()
-	var st unix.Statfs_t
-	var store int64
-	if err := unix.Statfs(s.dir, &st); err == nil {
-		store = int64((st.Blocks - st.Bfree) * uint64(st.Bsize))
+// Usage implements driver.Statser: the jail's cgroup (the worker, the guests' memory, the store's
+// pages) and layer. Processes are the running commands.
+func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
+	u, err := s.jail.Usage(ctx)
+	if err != nil {
+		return u, err
 	}
 	s.mu.Lock()
-	u := driver.Usage{
-		CPUTime: s.cpu, MemoryBytes: int64(used) + store, MemoryPeakBytes: int64(peak) + store, MemoryLimitBytes: int64(s.mem.limit),
-		Pids: int64(s.running), PidsLimit: s.spec.Resources.MaxProcesses, DiskLimitBytes: s.spec.Resources.DiskMB << 20,
-	}
+	u.Pids, u.PidsLimit = int64(s.running), s.spec.Resources.MaxProcesses
 	s.mu.Unlock()
-	u.DiskUsedBytes = store
 	return u, nil
 }
 
@@ -215,15 +210,85 @@ func (s *Sandbox) live(what string) error {
 	return nil
 }
 
-// Destroy implements driver.Sandbox: running commands are stopped (their modules closed), then
-// the store is unmounted and removed.
+// acquire returns the running worker, starting one if none runs, counted as in use.
+func (s *Sandbox) acquire(ctx context.Context) (*worker, error) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.mu.Lock()
+	if s.destroyed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("sandbox %s is destroyed: %w", s.id, errdefs.ErrConflict)
+	}
+	if s.w != nil && s.w.alive() {
+		s.active++
+		if s.idle != nil {
+			s.idle.Stop()
+		}
+		w := s.w
+		s.mu.Unlock()
+		return w, nil
+	}
+	s.w = nil
+	s.mu.Unlock()
+	w, err := s.startWorker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		go w.stop()
+		return nil, fmt.Errorf("sandbox %s is destroyed: %w", s.id, errdefs.ErrConflict)
+	}
+	s.w, s.active = w, 1
+	return w, nil
+}
+
+// release counts an exec out of w; the last one out starts w's idle time.
+func (s *Sandbox) release(w *worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w != w {
+		return
+	}
+	if s.active--; s.active > 0 {
+		return
+	}
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	s.idle = time.AfterFunc(s.d.cfg.WorkerIdle, func() { s.retire(w) })
+}
+
+// retire stops w if it is still the sandbox's worker and still idle.
+func (s *Sandbox) retire(w *worker) {
+	s.mu.Lock()
+	if s.w != w || s.active > 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.w = nil
+	s.mu.Unlock()
+	w.stop()
+}
+
+// Destroy implements driver.Sandbox: the worker is killed (running commands end with it), then
+// the jail is destroyed, and the store with its layer.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	s.mu.Lock()
 	s.destroyed = true
+	w := s.w
+	s.w = nil
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	s.mu.Unlock()
 	s.cancel()
-	// Commands end at their next instruction; wait for them to let go of the store.
+	if w != nil {
+		w.stop()
+	}
+	// Wait for the execs to let go of the store.
 	s.gate.Lock()
 	defer s.gate.Unlock()
-	return s.d.Reclaim(ctx, s.id)
+	return s.jail.Destroy(ctx)
 }

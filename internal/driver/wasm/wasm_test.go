@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
+	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -24,6 +25,14 @@ import (
 var cacheDir string
 
 func TestMain(m *testing.M) {
+	// This test binary is also every jail's init and every worker (the process level re-executes
+	// /proc/self/exe as init; the worker binary is this executable).
+	if process.IsInit() {
+		process.Init()
+	}
+	if wasm.IsWorker() {
+		wasm.Worker()
+	}
 	dir, err := os.MkdirTemp("", "airlock-wasm-cache-")
 	if err != nil {
 		panic(err)
@@ -37,12 +46,21 @@ func TestMain(m *testing.M) {
 // newDriver returns the wasm level on a state directory of the test's, with the interpreters make
 // wasm-runtimes installed. They are part of `make test`'s setup, so their absence fails the test.
 func newDriver(t testing.TB) (*wasm.Driver, string) {
+	return newDriverWith(t, nil)
+}
+
+// newDriverWith is newDriver with changes to the configuration.
+func newDriverWith(t testing.TB, change func(*wasm.Config)) (*wasm.Driver, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the wasm level mounts a tmpfs per sandbox: run as root")
+		t.Skip("the wasm level runs its workers in process-level jails: run as root")
 	}
 	state := t.TempDir()
-	d := wasm.New(wasm.Config{StateDir: state, CacheDir: cacheDir}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	cfg := wasm.Config{StateDir: state, CacheDir: cacheDir}
+	if change != nil {
+		change(&cfg)
+	}
+	d := wasm.New(cfg, newProcess(t, state), testLog())
 	c := d.Capabilities()
 	if !c.Available || len(c.Features) < 3 {
 		t.Fatalf("wasm level without both interpreters (run make wasm-runtimes): %s %+v", c.Reason, c.Checks)
@@ -53,6 +71,28 @@ func newDriver(t testing.TB) (*wasm.Driver, string) {
 		}
 	})
 	return d, state
+}
+
+func testLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// newProcess is the process level the wasm level makes its jails with: a cgroup parent and uid
+// range of this test binary's, adoptable sandboxes (as the daemon's), state under state.
+func newProcess(t testing.TB, state string) *process.Driver {
+	cfg := process.DefaultConfig()
+	cfg.CgroupParent = fmt.Sprintf("airlock-test-wasm-%d", os.Getpid())
+	cfg.StateDir = filepath.Join(state, "process")
+	cfg.UIDBase = 2_150_000_000
+	cfg.OrphanGrace = 20 * time.Second
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
+		dirs = append(dirs, "/sys/fs/cgroup/"+cfg.CgroupParent)
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+	})
+	return process.New(cfg, testLog().With("level", "process"))
 }
 
 func newSandbox(t testing.TB, d driver.Driver, spec sandbox.Spec) driver.Sandbox {
@@ -96,14 +136,14 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, d, drivertest.Options{
 		Lang: drivertest.LangPython,
 		Skip: map[string]string{
-			"Users":                      "WASI has no users, ids or capabilities; the guest runs as nobody in particular inside airlock",
-			"HostUnprivileged":           "WASI has no user namespace to map: the guest makes no system calls of its own",
+			"Users":                      "WASI has no users, ids or capabilities; the guest runs in a worker jailed as the sandbox's user (TestWorkerJailed)",
+			"HostUnprivileged":           "WASI has no /proc to read a uid map from: TestWorkerJailed checks the worker's host ids, capabilities and seccomp",
 			"InitSurvivesSignals":        noKernel + "there is no init to signal",
 			"SetuidGrantsNothing":        "WASI has no setuid bits or exec",
 			"BlockedSyscalls":            "WASI has no system calls: the module's imports, which airlock implements, are its whole surface",
 			"TTY":                        "WASI has no terminals",
 			"PauseResume":                noKernel + "no freezer can stop a module between instructions",
-			"CPUQuota":                   "a module runs on one airlock thread, with no cgroup to throttle it; the exec timeout bounds it",
+			"CPUQuota":                   "the jail's cgroup throttles the worker, but a wasm exec's result has no limit.cpu event from it",
 			"NetworkRestricted":          "the wasm level has no network: egressPolicy other than none is refused (TestEgressRefused)",
 			"SnapshotMemory":             "nothing runs between commands, so there is no memory to save",
 			"SnapshotPrepared":           "nothing runs between commands, so there is no memory image to restore into a prepared sandbox",
@@ -228,9 +268,9 @@ func tail(s string) string {
 // nothing of the host is reachable: not by path, "..", a symlink the guest makes, nor one planted
 // in the store.
 func TestFilesystem(t *testing.T) {
-	d, state := newDriver(t)
+	d, _ := newDriver(t)
 	sb := newSandbox(t, d, sandbox.Spec{Resources: sandbox.Resources{DiskMB: 8}})
-	store := filepath.Join(state, "sandboxes", sb.ID(), "root")
+	store := guestRoot(t, sb)
 
 	run(t, sb, 30*time.Second, "python3", "-c", "open('notes.txt','w').write('kept')")
 	if b, err := os.ReadFile(filepath.Join(store, "workspace", "notes.txt")); err != nil || string(b) != "kept" {
@@ -239,9 +279,7 @@ func TestFilesystem(t *testing.T) {
 	if res := run(t, sb, 30*time.Second, "node", "-e", "console.log(require('fs').readFileSync('/workspace/notes.txt','utf8'))"); strings.TrimSpace(res.Stdout) != "kept" {
 		t.Fatalf("node does not see python's file: %+v", res)
 	}
-	if err := os.Symlink("/etc/passwd", filepath.Join(store, "workspace", "planted")); err != nil {
-		t.Fatal(err)
-	}
+	plant(t, sb, "/etc/passwd", "/workspace/planted")
 	script := pyTried + `
 import os
 tried("read /etc/passwd", lambda: open("/etc/passwd").read())
@@ -361,8 +399,8 @@ func TestManyConcurrent(t *testing.T) {
 	}
 }
 
-// TestAdopt: a wasm sandbox is its store; a later airlock on the same state directory takes it
-// over with its files, and one whose store is gone is refused.
+// TestAdopt: a wasm sandbox is its jail; a later airlock on the same state directory takes it
+// over with its files, and one whose jail is gone is refused.
 func TestAdopt(t *testing.T) {
 	d, state := newDriver(t)
 	spec := sandbox.Spec{Isolation: sandbox.LevelWasm}
@@ -373,8 +411,11 @@ func TestAdopt(t *testing.T) {
 	}
 	run(t, sb, 30*time.Second, "python3", "-c", "open('/workspace/a','w').write('before')")
 	facts := sb.(driver.HostFacter).HostFacts()
+	sb.(*wasm.Sandbox).Abandon() // the daemon dies
+	<-sb.(*wasm.Sandbox).Done()
+	time.Sleep(300 * time.Millisecond) // init notices, and keeps the sandbox
 
-	later := wasm.New(wasm.Config{StateDir: state, CacheDir: cacheDir}, slog.New(slog.DiscardHandler))
+	later := wasm.New(wasm.Config{StateDir: state, CacheDir: cacheDir}, newProcess(t, state), slog.New(slog.DiscardHandler))
 	adopted, err := later.Adopt(context.Background(), sb.ID(), spec, facts)
 	if err != nil {
 		t.Fatalf("adopt: %v", err)
@@ -386,6 +427,30 @@ func TestAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := later.Adopt(context.Background(), sb.ID(), spec, facts); err == nil {
-		t.Fatal("adopted a sandbox whose store is gone")
+		t.Fatal("adopted a sandbox whose jail is gone")
+	}
+}
+
+// guestRoot is the guest's "/" as the host reaches it, through the files API's root.
+func guestRoot(t *testing.T, sb driver.Sandbox) string {
+	t.Helper()
+	root, _, _, err := sb.(driver.FileRooter).FileRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return fmt.Sprintf("/proc/self/fd/%d", root.Fd())
+}
+
+// plant makes a symlink at the guest path at to target, from inside the sandbox's jail (as its
+// user), where the guest itself could not make one.
+func plant(t *testing.T, sb driver.Sandbox, target, at string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := sb.(*wasm.Sandbox).Jail().Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"),
+		Command: []string{"/bin/ln", "-s", target, "/.wasm/root" + at}, Capture: true})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("plant %s → %s: %v %+v", at, target, err, res)
 	}
 }

@@ -97,6 +97,10 @@ func (b *bench) measure(rep *report) error {
 	if rep.Warm, err = b.warm(); err != nil {
 		return err
 	}
+	progress("after idle: %d first execs per language after the worker went (%v idle)", b.o.cold, b.o.workerIdle)
+	if rep.AfterIdle, err = b.afterIdle(rep.Warm); err != nil {
+		return err
+	}
 	progress("cold instances: %d fresh sandboxes per level and language", b.o.cold)
 	if rep.Cold, err = b.coldFirst(rep.Warm); err != nil {
 		return err
@@ -136,12 +140,14 @@ func (b *bench) checkLevels(caps api.Capabilities) (unavailable []string, err er
 }
 
 // create makes a sandbox of level with the default spec and no egress, and records it for
-// cleanup.
+// cleanup. Its idle timeout is an hour: making a thousand idle sandboxes on a busy host takes
+// longer than the default five minutes, which would end the first ones before they are counted.
 func (b *bench) create(level string) (string, time.Duration, error) {
 	ctx, cancel := call()
 	defer cancel()
 	t0 := time.Now()
-	sb, err := b.d.c.Create(ctx, api.Spec{Isolation: level, Network: api.Network{EgressPolicy: api.EgressNone}})
+	sb, err := b.d.c.Create(ctx, api.Spec{Isolation: level, Network: api.Network{EgressPolicy: api.EgressNone},
+		Timeout: api.Timeout{IdleTimeoutSeconds: 3600}})
 	d := time.Since(t0)
 	if err != nil {
 		return "", 0, fmt.Errorf("create a %s sandbox: %w", level, err)
@@ -265,6 +271,54 @@ func (b *bench) warm() ([]warmRow, error) {
 		}
 	}
 	return rows, nil
+}
+
+// afterIdleRow is a wasm sandbox's first exec after its worker went, and the next one.
+type afterIdleRow struct {
+	Lang  string        `json:"lang"`
+	First stats.Summary `json:"first_exec_after_idle"`
+	Next  stats.Summary `json:"next_exec"`
+	// WarmP50 is the warm exec p50 of the language, for comparison.
+	WarmP50 float64 `json:"warm_p50_ms"`
+}
+
+// afterIdle times, o.cold times per language, the first exec in one wasm sandbox after its
+// worker went (the daemon's worker idle time and a second more without execs: the exec starts a
+// worker, which loads the interpreter from the compilation cache) and the exec right after it.
+func (b *bench) afterIdle(warm []warmRow) ([]afterIdleRow, error) {
+	id, _, err := b.create(api.LevelWasm)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]afterIdleRow, len(b.avail))
+	firsts := make([][]time.Duration, len(b.avail))
+	nexts := make([][]time.Duration, len(b.avail))
+	for range b.o.cold {
+		for _, i := range rand.Perm(len(b.avail)) {
+			if interrupted.Load() {
+				return nil, errors.New("interrupted")
+			}
+			time.Sleep(b.o.workerIdle + time.Second)
+			d, err := b.exec(id, b.avail[i])
+			if err != nil {
+				return nil, err
+			}
+			n, err := b.exec(id, b.avail[i])
+			if err != nil {
+				return nil, err
+			}
+			firsts[i], nexts[i] = append(firsts[i], d), append(nexts[i], n)
+		}
+	}
+	for i, l := range b.avail {
+		rows[i] = afterIdleRow{Lang: l.Name, First: stats.Summarize(firsts[i]), Next: stats.Summarize(nexts[i])}
+		for _, w := range warm {
+			if w.Lang.Name == l.Name {
+				rows[i].WarmP50 = w.Wasm.P50
+			}
+		}
+	}
+	return rows, b.terminate(id)
 }
 
 // coldFirst times, o.cold times per pair in a random order each round, a fresh sandbox's create

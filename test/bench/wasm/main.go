@@ -6,21 +6,23 @@
 //     of a round in a random order so that drift of the host hits all of them alike; p50/p90/p99,
 //     the wasm/process ratio per language, and the issue's targets (wasm level: JS p50 ≤ 5 ms,
 //     Python p50 ≤ 120 ms);
+//   - after idle: the first exec in a wasm sandbox whose worker (the jailed process that runs its
+//     commands) had gone after -worker-idle without execs, and the next one;
 //   - cold instance: the first exec in a fresh sandbox of either level (the interpreters already
 //     compiled), and the create before it;
 //   - compile: the first exec after the daemon started with an empty compilation cache (the
 //     daemon compiles CPython and QuickJS then), against a daemon whose DATA_DIR/wasm/cache was
 //     filled by the first;
 //   - idle memory: the daemon's RSS and the host's available memory before and after -idle wasm
-//     sandboxes were created, used once (print(1)) and left idle; (ΔRSS + the stores' tmpfs use)
-//     / count against the target of 10 MB per idle wasm sandbox, and the same for as many
-//     process sandboxes ((ΔRSS + their cgroups' memory) / count) for comparison.
+//     sandboxes were created, used once (print(1)) and left idle (their workers gone); (ΔRSS +
+//     what the sandboxes hold: their jails' processes and stores) / count against the target of
+//     10 MB per idle wasm sandbox, and the same for as many process sandboxes for comparison.
 //
 // A missed target is printed ("not met"); only errors exit non-zero. Runs as root (both levels
 // need it), from the repository root after `make build`:
 //
 //	go run ./test/bench/wasm -airlock bin/airlock [-n 100] [-warmup 10] [-idle 100] [-cold 10] [-settle 5s]
-//	    [-wasm-runtimes DIR] [-json FILE]
+//	    [-worker-idle 2s] [-wasm-runtimes DIR] [-json FILE]
 package main
 
 import (
@@ -68,14 +70,16 @@ var levelNames = []string{api.LevelWasm, api.LevelProcess}
 
 // options are the command line's.
 type options struct {
-	airlock  string
-	rounds   int
-	warmup   int
-	idle     int
-	cold     int
-	settle   time.Duration
-	runtimes string
-	jsonPath string
+	airlock string
+	rounds  int
+	warmup  int
+	idle    int
+	cold    int
+	settle  time.Duration
+	// workerIdle is the daemon's wasm.workerIdleSeconds (whole seconds).
+	workerIdle time.Duration
+	runtimes   string
+	jsonPath   string
 }
 
 // interrupted is set by SIGINT/SIGTERM: the measuring stops and the cleanup runs.
@@ -88,15 +92,16 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 10, "warm exec rounds run first and not measured")
 	flag.IntVar(&o.idle, "idle", 100, "idle sandboxes of each level for the memory figure")
 	flag.IntVar(&o.cold, "cold", 10, "fresh sandboxes per (level, language) for the first-exec figure")
-	flag.DurationVar(&o.settle, "settle", 5*time.Second, "how long the idle sandboxes sit before memory is read")
+	flag.DurationVar(&o.settle, "settle", 5*time.Second, "how long the idle sandboxes sit before memory is read (at least -worker-idle + 3s for wasm)")
+	flag.DurationVar(&o.workerIdle, "worker-idle", 2*time.Second, "the daemon's wasm.workerIdleSeconds: how long a wasm sandbox's worker stays after an exec")
 	flag.StringVar(&o.runtimes, "wasm-runtimes", "", "the daemon's wasm.runtimeDir (default: the daemon's own)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fatal(fmt.Errorf("unexpected arguments %q", flag.Args()))
 	}
-	if o.rounds < 1 || o.warmup < 0 || o.idle < 1 || o.cold < 1 {
-		fatal(errors.New("-n, -idle and -cold must be at least 1, -warmup not negative"))
+	if o.rounds < 1 || o.warmup < 0 || o.idle < 1 || o.cold < 1 || o.workerIdle < time.Second {
+		fatal(errors.New("-n, -idle and -cold must be at least 1, -warmup not negative, -worker-idle at least 1s"))
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -131,9 +136,11 @@ func progress(format string, args ...any) {
 // config is the daemon's configuration: room for every sandbox the benchmark makes at once.
 func config(o options) string {
 	cfg := map[string]any{"limits": map[string]any{"maxSandboxesPerTenant": 2*o.idle + 16}}
+	wasm := map[string]any{"workerIdleSeconds": int(o.workerIdle / time.Second)}
 	if o.runtimes != "" {
-		cfg["wasm"] = map[string]any{"runtimeDir": o.runtimes}
+		wasm["runtimeDir"] = o.runtimes
 	}
+	cfg["wasm"] = wasm
 	b, _ := json.Marshal(cfg)
 	return string(b)
 }
@@ -152,7 +159,7 @@ func run(o options) (rep report, err error) {
 		}
 		os.RemoveAll(dir)
 	}()
-	rep = report{Host: readHost(), Rounds: o.rounds, Warmup: o.warmup, ColdRounds: o.cold, Idle: o.idle, Settle: o.settle.String()}
+	rep = report{Host: readHost(), Rounds: o.rounds, Warmup: o.warmup, ColdRounds: o.cold, Idle: o.idle, Settle: o.settle.String(), WorkerIdle: o.workerIdle.String()}
 
 	progress("starting a daemon with an empty compilation cache")
 	d, err := startDaemon(o, filepath.Join(dir, "first"), nil)

@@ -15,12 +15,14 @@ type report struct {
 	ColdRounds int       `json:"cold_rounds"`
 	Idle       int       `json:"idle"`
 	Settle     string    `json:"settle"`
+	WorkerIdle string    `json:"worker_idle"`
 	// Unavailable are the languages the wasm level could not run here, and why.
-	Unavailable []string      `json:"unavailable,omitempty"`
-	Warm        []warmRow     `json:"warm"`
-	Cold        []coldRow     `json:"cold"`
-	Compile     compileReport `json:"compile"`
-	Memory      []idleRow     `json:"idle_memory"`
+	Unavailable []string       `json:"unavailable,omitempty"`
+	Warm        []warmRow      `json:"warm"`
+	AfterIdle   []afterIdleRow `json:"after_idle"`
+	Cold        []coldRow      `json:"cold"`
+	Compile     compileReport  `json:"compile"`
+	Memory      []idleRow      `json:"idle_memory"`
 }
 
 func verdict(ok bool) string {
@@ -58,16 +60,16 @@ func f1(x float64) string {
 
 const warmNotes = `
 Round trip of POST /api/v1/sandboxes/{id}/exec through the Go SDK, stdout checked ("1\n", exit 0). wasm: the
-daemon instantiates the compiled interpreter (CPython for WASI; QuickJS behind a node-style CLI) in wazero, in
-its own process. process: the host's /usr/bin/python3 and /usr/bin/node in the sandbox's namespaces.
+sandbox's worker — the airlock binary jailed in a process-level sandbox, kept warm between execs — instantiates
+the compiled interpreter (CPython for WASI; QuickJS behind a node-style CLI) in wazero. process: the host's /usr/bin/python3 and /usr/bin/node in the sandbox's namespaces.
 `
 
 const memoryNotes = `
 per sandbox = (daemon ΔRSS + in sandboxes) / count. daemon RSS: VmRSS of airlock serve (/proc/PID/status), median
 of 5 readings, before the sandboxes were made and after they sat idle; it includes Go heap the GC has not given
-back yet. in sandboxes: what the sandboxes hold outside the daemon's RSS — a wasm sandbox's store is a tmpfs
-(metrics' diskUsedBytes; its pages are in no process's RSS); a process sandbox's processes (init and what it
-left) are in its cgroup: the larger of the cgroups' memory.current (metrics' memoryBytes) and the growth of the
+back yet. in sandboxes: what the sandboxes hold outside the daemon's RSS — a sandbox's processes (its init;
+a process sandbox's leftovers; an idle wasm sandbox has no worker) and its writable layer (a wasm sandbox's
+store, a tmpfs whose pages are in no process's RSS) are in its cgroup: the larger of the cgroups' memory.current (metrics' memoryBytes) and the growth of the
 private memory (RssAnon) of the processes below the daemon (on cgroup v1 what an init touched before it joined
 its cgroup stays charged elsewhere). host drop: MemAvailable before − after, moved by everything else the host
 runs too. descendants Δ: processes below the daemon. Each sandbox ran its command once, then sat idle.
@@ -96,6 +98,13 @@ func printReport(w io.Writer, r report) {
 			f2(x.Ratio), x.Lang.TargetMS, verdict(x.Met))
 	}
 	fmt.Fprint(w, warmNotes)
+
+	fmt.Fprintf(w, "\n## wasm: first exec after idle (the worker gone after %s without execs), and the next\n\n%d per language, in one sandbox; ms\n\n", r.WorkerIdle, r.ColdRounds)
+	fmt.Fprintln(w, "| command | first p50 | first p90 | next p50 | next p90 | warm exec p50 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	for _, a := range r.AfterIdle {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", a.Lang, f2(a.First.P50), f2(a.First.P90), f2(a.Next.P50), f2(a.Next.P90), f2(a.WarmP50))
+	}
 
 	fmt.Fprintf(w, "\n## First exec in a fresh sandbox (cold instance; the interpreters already compiled)\n\n%d sandboxes per row, made, run once and terminated in a random order; ms\n\n", r.ColdRounds)
 	fmt.Fprintln(w, "| level | command | create p50 | create p90 | first exec p50 | first exec p90 | warm exec p50 |")
