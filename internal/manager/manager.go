@@ -787,6 +787,19 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
 		return false
 	}
+	// The host follows the record: a pause or resume the killed daemon did not record did not
+	// happen (a sandbox frozen and recorded ready would refuse every exec).
+	if p, ok := sb.(driver.Pauser); ok {
+		follow := p.Resume
+		if r.Status == api.StatusPaused {
+			follow = p.Pause
+		}
+		if err := follow(ctx); err != nil {
+			m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
+			sb.Destroy(ctx)
+			return false
+		}
+	}
 	b := m.newBox(r)
 	b.sb = sb
 	m.recordEvent(b, r.Tenant, api.Event{Type: api.EventSandboxAdopted, Message: "adopted by a restarted daemon", Data: map[string]any{"status": r.Status}})
