@@ -134,6 +134,9 @@ func (d *Driver) Sweep(ctx context.Context) {
 	if swept := d.SweepOrphans(ctx); len(swept) > 0 {
 		d.log.Info("removed orphaned sandbox cgroups", "cgroups", swept)
 	}
+	if swept := d.sweepSockets(ctx, orphanAge); len(swept) > 0 {
+		d.log.Info("removed the init sockets of gone sandboxes", "sandboxes", swept)
+	}
 	if d.uids != nil {
 		if freed := d.uids.Sweep(); len(freed) > 0 {
 			d.log.Info("freed the uid ranges of gone sandboxes", "ranges", freed)
@@ -282,6 +285,9 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	runtime.UnlockOSThread()
 	if err != nil {
 		ctl.close()
+		if d.cfg.OrphanGrace > 0 {
+			os.Remove(d.adoptSocket(id))
+		}
 		return early(fmt.Errorf("start init: %w", err))
 	}
 	tStarted := time.Since(t0)
