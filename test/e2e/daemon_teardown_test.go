@@ -175,3 +175,43 @@ func runSockets(dataDir string) []string {
 	}
 	return out
 }
+
+// TestDaemonCrashNoReturnPaused: a paused sandbox is frozen, init included, so it cannot count
+// its own orphan grace. A daemon back after the grace does not adopt it: it ends failed
+// (daemon_restart) with nothing left, like its running siblings, which ended by themselves.
+// Back within the grace, it adopts it paused.
+func TestDaemonCrashNoReturnPaused(t *testing.T) {
+	check := leakCheck(t)
+	d, c, key := newDaemonConfig(t, `{"process": {"orphanGraceSeconds": 2}}`)
+	ctx := bg()
+	ids := createN(t, c, 2)
+	for _, id := range ids {
+		if _, err := c.Pause(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ranges := rangesOf(d.dataDir)
+	d.kill9()
+	d = startDaemon(t, d.dataDir, d.flags...) // within the grace
+	c = d.client(key)
+	if sb, err := c.Get(ctx, ids[0]); err != nil || sb.Status != api.StatusPaused {
+		t.Fatalf("paused sandbox back within the grace: %s %q %v", sb.Status, sb.Reason, err)
+	}
+	d.kill9()
+	time.Sleep(3 * time.Second) // past the grace
+	d = startDaemon(t, d.dataDir, d.flags...)
+	c = d.client(key)
+	for _, id := range ids {
+		sb, err := c.Get(ctx, id)
+		if err != nil || sb.Status != api.StatusFailed || sb.Reason != "daemon_restart" {
+			t.Errorf("paused sandbox %s back after the grace: %s %q %v", id, sb.Status, sb.Reason, err)
+		}
+		if left := sandboxLeft(d.dataDir, id, ranges[id]); len(left) > 0 {
+			t.Errorf("paused sandbox %s back after the grace: the host still has %v", id, left)
+		}
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}

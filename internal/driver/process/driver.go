@@ -101,6 +101,13 @@ type Driver struct {
 
 	usedMu sync.Mutex              // guards used
 	used   map[string]map[int]bool // the ranges this process allocated, by level (for leak checks)
+
+	// orphanedAt is when the previous driver on the state dir was last alive (alive.go); zero
+	// when it stopped cleanly or never ran. Set in New.
+	orphanedAt time.Time
+	stop       chan struct{}  // closed by Close: ends the heartbeat
+	stopOnce   sync.Once      // guards closing stop
+	beats      sync.WaitGroup // the heartbeat
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -111,7 +118,10 @@ func New(cfg Config, log *slog.Logger) *Driver {
 	if cfg.InitPath == "" {
 		cfg.InitPath = "/proc/self/exe"
 	}
-	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{}), used: map[string]map[int]bool{}}
+	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{}), used: map[string]map[int]bool{}, stop: make(chan struct{})}
+	if cfg.OrphanGrace > 0 {
+		d.heartbeat(d.stop)
+	}
 	d.uids, d.instance, d.uidsErr = newUIDPool(cfg)
 	// Compiling the filter overlaps with whatever the caller does next (for a one-shot run:
 	// starting the first sandbox's init).

@@ -80,12 +80,15 @@ func (d *Driver) sweepSockets(ctx context.Context, minAge time.Duration) []strin
 
 var _ driver.Closer = (*Driver)(nil)
 
-// Close implements driver.Closer. At the daemon's clean stop, its sandboxes ended, what is left
+// Close implements driver.Closer: the heartbeat stops (alive.go). At the daemon's clean stop,
+// its sandboxes ended, what is left
 // of any of them goes without the sweep's age floor: the init sockets of sandboxes with no
 // process left, with their empty cgroups (a one-shot run beside the daemon makes no socket, so
 // its sandboxes are not touched). A sandbox whose teardown failed keeps its socket and cgroup,
 // for the next start's recovery.
 func (d *Driver) Close(ctx context.Context) error {
+	d.stopOnce.Do(func() { close(d.stop) })
+	d.beats.Wait()
 	if swept := d.sweepSockets(ctx, 0); len(swept) > 0 {
 		d.log.Info("removed what gone sandboxes left", "sandboxes", swept)
 	}
