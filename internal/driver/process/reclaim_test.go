@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/driver/process"
-	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // TestReclaimFrozenOrphan: a paused sandbox whose daemon died is frozen, so its init never sees
@@ -19,15 +18,7 @@ import (
 func TestReclaimFrozenOrphan(t *testing.T) {
 	d := newDriverWith(t, func(c *process.Config) { c.OrphanGrace = 300 * time.Millisecond })
 	ctx := context.Background()
-	var spec sandbox.Spec
-	spec.Resources.MemoryMB, spec.Resources.DiskMB = 128, 16
-	sandbox.SetDefaults(&spec)
-	sb, err := d.Create(ctx, sandbox.NewID("sbx_"), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := sb.(*process.Sandbox)
-	t.Cleanup(func() { old.Destroy(ctx) })
+	old := newSmall(t, d)
 	shell(t, old, "sh -c 'sleep 300 >/dev/null 2>&1 &'")
 	if err := old.Pause(ctx); err != nil {
 		t.Fatal(err)
@@ -60,14 +51,7 @@ func TestReclaimFrozenOrphan(t *testing.T) {
 func TestCloseSweepsSockets(t *testing.T) {
 	d := newDriverWith(t, func(c *process.Config) { c.OrphanGrace = time.Minute })
 	ctx := context.Background()
-	var spec sandbox.Spec
-	spec.Resources.MemoryMB, spec.Resources.DiskMB = 128, 16
-	sandbox.SetDefaults(&spec)
-	live, err := d.Create(ctx, sandbox.NewID("sbx_"), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Destroy(ctx)
+	live := newSmall(t, d)
 	run := filepath.Join(d.StateDir(), "run")
 	stale := filepath.Join(run, "sbx_gone")
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: stale, Net: "unixpacket"})
