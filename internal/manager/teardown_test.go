@@ -3,11 +3,13 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver"
@@ -25,8 +27,9 @@ type hostLevel struct {
 	mu        sync.Mutex // guards the fields below
 	host      map[string]bool
 	reclaimed []string
-	failOn    string   // Reclaim of this instance fails
-	seen      []string // at each Destroy: the record's status, and "intent" if one was recorded
+	failOn    string        // Reclaim of this instance fails
+	seen      []string      // at each Destroy: the record's status, and "intent" if one was recorded
+	hold      chan struct{} // when set, Destroy waits for it to close
 }
 
 var (
@@ -69,6 +72,13 @@ func (h *hostLevel) left() []string {
 	return out
 }
 
+// destroys returns what the store said at each Destroy so far.
+func (h *hostLevel) destroys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
+}
+
 type hostSandbox struct {
 	h  *hostLevel
 	id string
@@ -90,8 +100,14 @@ func (s *hostSandbox) Destroy(ctx context.Context) error {
 		seen += " intent"
 	}
 	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
 	s.h.seen = append(s.h.seen, seen)
+	hold := s.h.hold
+	s.h.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
 	delete(s.h.host, s.id)
 	return nil
 }
@@ -148,6 +164,43 @@ func TestReleaseRecordsIntentFirst(t *testing.T) {
 	}
 	if left := h.left(); len(left) != 0 {
 		t.Errorf("left on the host: %v", left)
+	}
+}
+
+// TestTerminateTwice: a DELETE while another's teardown is under way answers when the sandbox
+// is terminated, not before, and does not destroy it twice.
+func TestTerminateTwice(t *testing.T) {
+	st := openStore(t)
+	h := &hostLevel{st: st, host: map[string]bool{}, hold: make(chan struct{})}
+	m := testManager(t, st, h)
+	ctx := tenant.With(context.Background(), "t1")
+	sb, err := m.Create(ctx, api.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan string, 2)
+	terminate := func() {
+		got, err := m.Terminate(ctx, sb.ID)
+		answers <- got.Status + fmt.Sprint(err)
+	}
+	go terminate()
+	for len(h.destroys()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go terminate()
+	select {
+	case a := <-answers:
+		t.Fatalf("a DELETE answered %q while the destroy was under way", a)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(h.hold)
+	for range 2 {
+		if a := <-answers; a != api.StatusTerminated+"<nil>" {
+			t.Errorf("DELETE answered %q", a)
+		}
+	}
+	if d := h.destroys(); len(d) != 1 {
+		t.Errorf("destroyed %d times", len(d))
 	}
 }
 
