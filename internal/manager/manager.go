@@ -590,13 +590,15 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 		} else if !errors.Is(err, errdefs.ErrNotFound) {
 			return api.Sandbox{}, err
 		}
-		if status == api.StatusTerminated {
+		if se.Status == api.StatusTerminated {
 			return api.Sandbox{}, err
 		}
 		// A failed or completed sandbox holds nothing; terminating it only closes the record.
-		t := api.Transition{To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
-		if err := m.store.Transition(ctx, id, status, t); err != nil {
-			return api.Sandbox{}, err
+		if status != api.StatusTerminated {
+			t := api.Transition{To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
+			if err := m.store.Transition(ctx, id, status, t); err != nil {
+				return api.Sandbox{}, err
+			}
 		}
 		return m.Get(ctx, id)
 	}

@@ -79,10 +79,16 @@ func (m *Manager) release(b *box, end, reason string) {
 }
 
 // ends is the path of statuses a sandbox at status takes to its end: failed, or terminated —
-// through completed when it ran. A sandbox already ended takes none.
+// through completed when it ran. One ended already takes at most the last step (a teardown cut
+// off between its transitions, or one whose reclaim failed at a restart).
 func ends(status, end string) []string {
 	switch {
+	case status == api.StatusTerminated:
+		return nil
 	case !sandbox.Live(status):
+		if end == api.StatusTerminated {
+			return []string{api.StatusTerminated}
+		}
 		return nil
 	case end == api.StatusFailed || status == api.StatusProvisioning:
 		return []string{api.StatusFailed}

@@ -210,7 +210,7 @@ func TestTerminateTwice(t *testing.T) {
 func TestRecoverFinishesTeardowns(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	h := &hostLevel{st: st, host: map[string]bool{"a": true, "b-r1": true, "c": true, "d": true}, failOn: "d"}
+	h := &hostLevel{st: st, host: map[string]bool{"a": true, "b-r1": true, "c": true, "d": true, "e": true}, failOn: "d"}
 	put := func(id, status, instance string, end string) {
 		t.Helper()
 		rec := store.Sandbox{ID: id, Tenant: "t1", Status: status, Reason: "x", Spec: api.Spec{Isolation: api.LevelProcess}}
@@ -228,14 +228,15 @@ func TestRecoverFinishesTeardowns(t *testing.T) {
 	put("b", api.StatusTerminated, "b-r1", api.StatusTerminated) // killed after the end, before the intent was cleared
 	put("c", api.StatusRunning, "", "")                          // killed with no teardown under way
 	put("d", api.StatusReady, "d", api.StatusTerminated)         // its reclaim fails
+	put("e", api.StatusCompleted, "e", api.StatusTerminated)     // killed between completed and terminated
 	m := testManager(t, st, h)
 	if err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"a", "b-r1", "c", "d"}; !sameSet(h.reclaimed, want) { // d's tried more than once
+	if want := []string{"a", "b-r1", "c", "d", "e"}; !sameSet(h.reclaimed, want) { // d's tried more than once
 		t.Errorf("reclaimed %q, want %q", h.reclaimed, want)
 	}
-	for id, want := range map[string]string{"a": "terminated idle", "b": "terminated x", "c": "failed daemon_restart", "d": "failed daemon_restart"} {
+	for id, want := range map[string]string{"a": "terminated idle", "b": "terminated x", "c": "failed daemon_restart", "d": "failed daemon_restart", "e": "terminated idle"} {
 		rec, err := st.Sandbox(ctx, "", id)
 		if got := rec.Status + " " + rec.Reason; err != nil || got != want {
 			t.Errorf("sandbox %s after recovery: %q %v, want %q", id, got, err, want)
