@@ -144,6 +144,9 @@ type box struct {
 	restores   int            // how many times a snapshot replaced sb (its level id's suffix)
 	restoring  bool           // a restore is about to replace sb: no new operations
 	spare      string         // the level id its level prepared the next restore in ("" none)
+	// ending is made when a release begins and closed when it is done: a second release (a
+	// retried DELETE, a timeout) waits for the first instead of ending b twice.
+	ending chan struct{}
 
 	op       sync.Mutex     // orders snapshots and restores of the sandbox
 	retiring sync.WaitGroup // destroys of the instances restores replaced, in flight
@@ -581,16 +584,31 @@ func (m *Manager) freeze(ctx context.Context, id, op, to, reason string, do func
 func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error) {
 	b, err := m.live(ctx, id, "terminate")
 	if err != nil {
-		// A failed or completed sandbox holds nothing; terminating it only closes the record.
 		var se *sandbox.StateError
-		if errors.As(err, &se) && (se.Status == api.StatusFailed || se.Status == api.StatusCompleted) {
-			t := api.Transition{From: se.Status, To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
-			if err := m.store.Transition(ctx, id, se.Status, t); err != nil {
+		if !errors.As(err, &se) || sandbox.Live(se.Status) {
+			return api.Sandbox{}, err
+		}
+		// An ended sandbox whose teardown is unfinished (a destroy that failed, a killed
+		// daemon's) has it finished first; the answer waits for it.
+		status := se.Status
+		if td, err := m.store.TeardownOf(ctx, id); err == nil {
+			if status, err = m.finishTeardown(ctx, td, status); err != nil {
 				return api.Sandbox{}, err
 			}
-			return m.Get(ctx, id)
+		} else if !errors.Is(err, errdefs.ErrNotFound) {
+			return api.Sandbox{}, err
 		}
-		return api.Sandbox{}, err
+		if se.Status == api.StatusTerminated {
+			return api.Sandbox{}, err
+		}
+		// A failed or completed sandbox holds nothing; terminating it only closes the record.
+		if status != api.StatusTerminated {
+			t := api.Transition{To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
+			if err := m.store.Transition(ctx, id, status, t); err != nil {
+				return api.Sandbox{}, err
+			}
+		}
+		return m.Get(ctx, id)
 	}
 	b.mu.Lock()
 	st := b.status
@@ -599,61 +617,12 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "terminate"}
 	}
 	if err := m.release(b, api.StatusTerminated, sandbox.ReasonTerminated); err != nil {
-		if view, gerr := m.Get(ctx, id); gerr == nil && !sandbox.Live(view.Status) {
-			return api.Sandbox{}, fmt.Errorf("sandbox %s is %s and holds nothing now, but its end could not be recorded; terminate it again when the store has room: %w", id, view.Status, err)
+		if errors.Is(err, errNothingDestroyed) {
+			return api.Sandbox{}, fmt.Errorf("sandbox %s not terminated: %w", id, err)
 		}
-		return api.Sandbox{}, fmt.Errorf("sandbox %s not terminated, nothing was destroyed: %w", id, err)
+		return api.Sandbox{}, fmt.Errorf("sandbox %s holds nothing now, but its end could not be recorded; terminate it again when the store has room (a restart finishes it too): %w", id, err)
 	}
 	return m.Get(ctx, id)
-}
-
-// release destroys b's host resources and moves it to its end: `end` is terminated (a normal
-// end: through completed when it ran) or failed. It returns the error of recording the end; a
-// client's terminate (reason terminated) whose first step could not be recorded destroys
-// nothing, every other end (timeouts, shutdown, failures) destroys anyway.
-func (m *Manager) release(b *box, end, reason string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b.mu.Lock()
-	if !sandbox.Live(b.status) {
-		b.mu.Unlock()
-		return nil // someone else ended it
-	}
-	sb, spare, spec := b.sb, b.spare, b.spec
-	b.sb, b.spare = nil, ""
-	if reason == sandbox.ReasonTimeout {
-		secs := b.spec.Timeout.MaxDurationSeconds
-		m.recordEvent(b, b.tenant, api.Event{Type: sandbox.EventLimitTimeout, Message: fmt.Sprintf("the sandbox reached its maxDurationSeconds (%d)", secs),
-			Data: map[string]any{"scope": "sandbox", "seconds": secs}})
-	}
-	// Record the end first, so that no new exec starts, then destroy outside the lock (execs in
-	// flight return when their processes die).
-	var err error
-	switch {
-	case end == api.StatusFailed:
-		err = m.transitionLocked(ctx, b, api.StatusFailed, reason)
-	case sandbox.CanTransition(b.status, api.StatusTerminated):
-		err = m.transitionLocked(ctx, b, api.StatusTerminated, reason)
-	default:
-		if err = m.transitionLocked(ctx, b, api.StatusCompleted, reason); err == nil {
-			err = m.transitionLocked(ctx, b, api.StatusTerminated, reason)
-		}
-	}
-	if err != nil && reason == sandbox.ReasonTerminated && sandbox.Live(b.status) {
-		b.sb, b.spare = sb, spare // refused: the sandbox goes on as it was
-		b.mu.Unlock()
-		return err
-	}
-	b.mu.Unlock()
-	if sb != nil {
-		if err := sb.Destroy(ctx); err != nil {
-			m.log.Error("destroy sandbox", "sandbox", b.id, "err", err)
-		}
-	}
-	m.discardSpare(spec, spare)
-	b.retiring.Wait() // a terminated sandbox leaves nothing, also of what a restore replaced
-	m.forget(b, true)
-	return err
 }
 
 // EndSandboxes ends every live sandbox with reason daemon_shutdown; an exec cut off by it is
@@ -718,7 +687,7 @@ func (m *Manager) tick() {
 func (b *box) expired(now time.Time) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.status == api.StatusProvisioning {
+	if b.status == api.StatusProvisioning || b.ending != nil {
 		return ""
 	}
 	if !now.Before(b.expiresAt) {
@@ -753,7 +722,9 @@ func (m *Manager) Live() int {
 // Recover runs once at start, before any request. Execs cut off by a crash are marked lost. Every
 // sandbox the store says was live is adopted if its level can verify it survived (its status and
 // records continue), and otherwise reclaimed — whatever of it is left is removed — and marked
-// failed with reason daemon_restart. Then each level sweeps what no record names.
+// failed with reason daemon_restart. A sandbox whose teardown was recorded (store.Teardown) is
+// never adopted: its teardown is finished — reclaimed by the instance's recorded facts, then its
+// end recorded — whatever its record says. Then each level sweeps what no record names.
 func (m *Manager) Recover(ctx context.Context) error {
 	n, err := m.store.MarkLost(ctx)
 	if err != nil {
@@ -766,35 +737,43 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
-	adopted, failed := 0, 0
+	// A sandbox whose teardown was recorded is not adopted: the teardown is finished.
+	tds, err := m.store.Teardowns(ctx)
+	if err != nil {
+		return fmt.Errorf("recover teardowns: %w", err)
+	}
+	intents := map[string]*store.Teardown{}
+	for i := range tds {
+		intents[tds[i].SandboxID] = &tds[i]
+	}
+	adopted, failed, ended := 0, 0, 0
 	for _, r := range recs {
-		d, err := m.drivers.Lookup(r.Spec.Isolation)
-		if err != nil {
-			m.log.Error("recover sandbox: its level is gone", "sandbox", r.ID, "err", err)
-		}
-		if d != nil && m.adopt(ctx, d, r) {
-			adopted++
-			continue
-		}
-		if rc, ok := d.(driver.Reclaimer); ok {
-			if err := rc.Reclaim(ctx, r.LevelID()); err != nil {
-				m.log.Error("reclaim sandbox", "sandbox", r.ID, "err", err)
+		td := intents[r.ID]
+		if td == nil {
+			d, err := m.drivers.Lookup(r.Spec.Isolation)
+			if err != nil {
+				m.log.Error("recover sandbox: its level is gone", "sandbox", r.ID, "err", err)
+			}
+			if d != nil && m.adopt(ctx, d, r) {
+				adopted++
+				continue
 			}
 		}
-		t := api.Transition{From: r.Status, To: api.StatusFailed, Reason: sandbox.ReasonDaemonRestart, At: time.Now().UTC()}
-		if err := m.store.Transition(ctx, r.ID, r.Status, t); err != nil {
-			return fmt.Errorf("recover sandbox %s: %w", r.ID, err)
+		status, err := m.endUnadopted(ctx, r, td)
+		if err != nil {
+			return err
 		}
-		failed++
+		if status == api.StatusFailed {
+			failed++
+		} else {
+			ended++
+		}
 	}
+	ended += m.finishTeardowns(ctx)
 	m.reclaimRetired(ctx)
-	for _, d := range m.drivers.All() {
-		if s, ok := d.(driver.Sweeper); ok && d.Capabilities().Available {
-			s.Sweep(ctx)
-		}
-	}
-	if n > 0 || len(recs) > 0 {
-		m.log.Warn("recovered after an unclean stop", "adopted", adopted, "failed", failed, "lostExecs", n)
+	m.sweep(ctx)
+	if n > 0 || len(recs) > 0 || ended > 0 {
+		m.log.Warn("recovered after an unclean stop", "adopted", adopted, "failed", failed, "tornDown", ended, "lostExecs", n)
 	}
 	return nil
 }
@@ -842,6 +821,19 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 		m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
 		return false
 	}
+	// The host follows the record: a pause or resume the killed daemon did not record did not
+	// happen (a sandbox frozen and recorded ready would refuse every exec).
+	if p, ok := sb.(driver.Pauser); ok {
+		follow := p.Resume
+		if r.Status == api.StatusPaused {
+			follow = p.Pause
+		}
+		if err := follow(ctx); err != nil {
+			m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
+			sb.Destroy(ctx)
+			return false
+		}
+	}
 	b := m.newBox(r)
 	b.sb = sb
 	m.recordEvent(b, r.Tenant, api.Event{Type: api.EventSandboxAdopted, Message: "adopted by a restarted daemon", Data: map[string]any{"status": r.Status}})
@@ -857,7 +849,23 @@ func (m *Manager) Close() {
 	m.closePools()
 	close(m.stop)
 	m.EndSandboxes()
+	// Nothing is live any more: the teardowns left unfinished (a destroy that failed, a killed
+	// daemon's that Recover could not finish) are tried again, and each level sweeps what is its
+	// own, so that a clean stop leaves nothing behind.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	m.finishTeardowns(ctx)
+	m.sweep(ctx)
+	cancel()
 	m.wg.Wait()
 	m.recordUnrecorded(context.Background()) // a last try; what fails is marked lost at the next start
 	m.events.Flush()                         // what the last teardowns reported
+}
+
+// sweep has every available level remove what no sandbox of its holds any more.
+func (m *Manager) sweep(ctx context.Context) {
+	for _, d := range m.drivers.All() {
+		if s, ok := d.(driver.Sweeper); ok && d.Capabilities().Available {
+			s.Sweep(ctx)
+		}
+	}
 }

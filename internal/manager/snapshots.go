@@ -291,6 +291,11 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
+	// The new instance is recorded before it is made, as one to tear down: a daemon killed
+	// before the swap is recorded reclaims it at its next start. Restored makes it the sandbox's.
+	if err := m.store.Retire(sctx, instance, id, spec.Isolation); err != nil {
+		return api.Sandbox{}, fmt.Errorf("record restore of sandbox %s: %w", id, err)
+	}
 	sb, err := m.restore(sctx, d, instance, next, sn)
 	b.mu.Lock()
 	spare := b.spare == instance // the level's Restore took it, unless the restore failed first
@@ -301,6 +306,10 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	if err != nil {
 		if spare {
 			m.discardSpare(next, instance)
+		}
+		// A failed restore leaves nothing (the level's contract); its Reclaim makes sure.
+		if rc, ok := d.(driver.Reclaimer); !ok || rc.Reclaim(sctx, instance) == nil {
+			m.reclaimed(sctx, id, instance)
 		}
 		return api.Sandbox{}, err
 	}
@@ -313,13 +322,17 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 		// It ended meanwhile (a timeout, a terminate): the new instance has no sandbox to join.
 		st := b.status
 		b.mu.Unlock()
-		sb.Destroy(sctx)
+		if sb.Destroy(sctx) == nil {
+			m.reclaimed(sctx, id, instance)
+		}
 		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "restore"}
 	}
 	retired := levelID(id, gen-1)
 	if err := m.store.Restored(sctx, id, instance, next, host, retired); err != nil {
 		b.mu.Unlock()
-		sb.Destroy(sctx)
+		if sb.Destroy(sctx) == nil {
+			m.reclaimed(sctx, id, instance)
+		}
 		return api.Sandbox{}, fmt.Errorf("record restore of sandbox %s: %w", id, err)
 	}
 	old := b.sb
@@ -350,15 +363,20 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 			m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "instance", retired, "err", err)
 			return // reclaimed at the next start
 		}
-		if err := m.store.Reclaimed(dctx, retired); err != nil {
-			m.log.Error("record the end of the sandbox a restore replaced", "sandbox", id, "instance", retired, "err", err)
-		}
+		m.reclaimed(dctx, id, retired)
 	}()
 	if sn.Memory != nil {
 		m.prepareRestore(b)
 	}
 	m.log.Info("sandbox restored", "sandbox", id, "snapshot", sn.ID, "instance", instance, "took", time.Since(t0))
 	return view, nil
+}
+
+// reclaimed records that instance of sandbox id, recorded as one to tear down, is gone.
+func (m *Manager) reclaimed(ctx context.Context, id, instance string) {
+	if err := m.store.Reclaimed(ctx, instance); err != nil {
+		m.log.Error("record the end of an instance", "sandbox", id, "instance", instance, "err", err)
+	}
 }
 
 // restore has level d make sandbox instance from snapshot sn, with spec.

@@ -172,6 +172,19 @@ CREATE TABLE retired_instances (
 	`
 ALTER TABLE api_keys ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
 `,
+	// 9: teardowns recorded before they happen: the level's instance to destroy and the end to
+	// record once it is gone (manager.release). One left after a kill is finished at the next
+	// start (manager.Recover), by a retried DELETE, or at a clean stop.
+	`
+CREATE TABLE teardowns (
+	sandbox_id  TEXT PRIMARY KEY,
+	level_id    TEXT NOT NULL,
+	isolation   TEXT NOT NULL,
+	end_status  TEXT NOT NULL, -- terminated or failed
+	reason      TEXT NOT NULL,
+	recorded_at INTEGER NOT NULL
+);
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

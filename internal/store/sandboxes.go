@@ -162,12 +162,30 @@ func (s *Store) Restored(ctx context.Context, id, instance string, spec api.Spec
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return fmt.Errorf("sandbox %q: %w", id, errors.Join(err, errdefs.ErrNotFound))
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO retired_instances (level_id, sandbox_id, isolation, retired_at) VALUES (?, ?, ?, ?)`,
-			retired, id, spec.Isolation, time.Now().UnixMilli()); err != nil {
-			return fmt.Errorf("sandbox %q: record retired instance: %w", id, err)
+		if err := retire(ctx, tx, retired, id, spec.Isolation); err != nil {
+			return err
+		}
+		// The new instance, recorded before it was made (Retire), is the sandbox's now.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retired_instances WHERE level_id = ?`, instance); err != nil {
+			return fmt.Errorf("sandbox %q: record restore: %w", id, err)
 		}
 		return nil
 	})
+}
+
+// Retire records that the level's instance levelID of sandbox id is to be torn down unless a
+// later write says otherwise: a restore records the instance it is about to make, so that a
+// daemon killed before Restored reclaims it (Retired), and Restored (or Reclaimed) clears it.
+func (s *Store) Retire(ctx context.Context, levelID, id, isolation string) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error { return retire(ctx, tx, levelID, id, isolation) })
+}
+
+func retire(ctx context.Context, tx *sql.Tx, levelID, id, isolation string) error {
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO retired_instances (level_id, sandbox_id, isolation, retired_at) VALUES (?, ?, ?, ?)`,
+		levelID, id, isolation, time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("sandbox %q: record retired instance %s: %w", id, levelID, err)
+	}
+	return nil
 }
 
 // RetiredInstance is a level's sandbox that a restore replaced and whose teardown was not

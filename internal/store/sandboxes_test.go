@@ -211,8 +211,9 @@ func TestTransition(t *testing.T) {
 	}
 }
 
-// TestRetired: a restore records the new instance and the retired one in one write; the retired
-// one is listed until Reclaimed; a restore of a sandbox that does not exist records neither.
+// TestRetired: a restore records its new instance as one to tear down before it makes it (Retire),
+// then the new instance and the retired one in one write; the retired one is listed until
+// Reclaimed, the new one no longer; a restore of a sandbox that does not exist records neither.
 func TestRetired(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	ctx := context.Background()
@@ -228,6 +229,13 @@ func TestRetired(t *testing.T) {
 		{"nope", "nope-r1", "nope", errdefs.ErrNotFound, []string{"a1", "a1-r1"}},
 	}
 	for _, st := range steps {
+		// The restore records its new instance first; Restored makes it the sandbox's.
+		if err := s.Retire(ctx, st.instance, st.id, spec.Isolation); err != nil {
+			t.Fatal(err)
+		}
+		if st.wantErr != nil {
+			s.Reclaimed(ctx, st.instance) // what a failed restore does
+		}
 		err := s.Restored(ctx, st.id, st.instance, spec, nil, st.retired)
 		if !errors.Is(err, st.wantErr) && (err != nil || st.wantErr != nil) {
 			t.Fatalf("Restored(%s, %s): %v, want %v", st.id, st.instance, err, st.wantErr)

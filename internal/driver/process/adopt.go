@@ -101,6 +101,11 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if procs, err := cg.Procs(); err != nil || !slices.Contains(procs, f.Pid) {
 		return nil, fmt.Errorf("sandbox %s: pid %d is not in the sandbox's cgroup", id, f.Pid)
 	}
+	// A frozen init cannot count its grace (alive.go): past it, the sandbox is not adopted.
+	frozen, _ := cg.Frozen()
+	if gone, late := d.orphanedTooLong(); frozen && late {
+		return nil, fmt.Errorf("sandbox %s: paused, and orphaned for %v, past its grace of %v", id, gone.Round(time.Millisecond), d.cfg.OrphanGrace)
+	}
 	if err := d.adoptUIDs(id, f); err != nil {
 		return nil, err
 	}
@@ -144,7 +149,6 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 			return nil, fmt.Errorf("sandbox %s: network: %w", id, err)
 		}
 	}
-	frozen, _ := cg.Frozen()
 	s.paused = frozen
 	pong := make(chan *message, 1)
 	s.waiters["adopt"] = pong

@@ -101,6 +101,13 @@ type Driver struct {
 
 	usedMu sync.Mutex              // guards used
 	used   map[string]map[int]bool // the ranges this process allocated, by level (for leak checks)
+
+	// orphanedAt is when the previous driver on the state dir was last alive (alive.go); zero
+	// when it stopped cleanly or never ran. Set in New.
+	orphanedAt time.Time
+	stop       chan struct{}  // closed by Close: ends the heartbeat
+	stopOnce   sync.Once      // guards closing stop
+	beats      sync.WaitGroup // the heartbeat
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -111,7 +118,10 @@ func New(cfg Config, log *slog.Logger) *Driver {
 	if cfg.InitPath == "" {
 		cfg.InitPath = "/proc/self/exe"
 	}
-	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{}), used: map[string]map[int]bool{}}
+	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{}), used: map[string]map[int]bool{}, stop: make(chan struct{})}
+	if cfg.OrphanGrace > 0 {
+		d.heartbeat(d.stop)
+	}
 	d.uids, d.instance, d.uidsErr = newUIDPool(cfg)
 	// Compiling the filter overlaps with whatever the caller does next (for a one-shot run:
 	// starting the first sandbox's init).
@@ -133,6 +143,9 @@ func New(cfg Config, log *slog.Logger) *Driver {
 func (d *Driver) Sweep(ctx context.Context) {
 	if swept := d.SweepOrphans(ctx); len(swept) > 0 {
 		d.log.Info("removed orphaned sandbox cgroups", "cgroups", swept)
+	}
+	if swept := d.sweepSockets(ctx, orphanAge); len(swept) > 0 {
+		d.log.Info("removed the init sockets of gone sandboxes", "sandboxes", swept)
 	}
 	if d.uids != nil {
 		if freed := d.uids.Sweep(); len(freed) > 0 {
@@ -282,6 +295,9 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	runtime.UnlockOSThread()
 	if err != nil {
 		ctl.close()
+		if d.cfg.OrphanGrace > 0 {
+			os.Remove(d.adoptSocket(id))
+		}
 		return early(fmt.Errorf("start init: %w", err))
 	}
 	tStarted := time.Since(t0)

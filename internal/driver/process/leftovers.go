@@ -3,8 +3,10 @@ package process
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -43,6 +45,54 @@ func (d *Driver) SweepOrphans(ctx context.Context) []string {
 		}
 	}
 	return swept
+}
+
+// sweepSockets removes the init sockets in StateDir/run older than minAge whose sandbox has no
+// process left in its cgroup (or no cgroup), removing that cgroup too, and returns the sandboxes'
+// names. A socket is never dialled to find out: init takes whoever connects as its new driver.
+// A socket younger than minAge may be a create's in flight (it is made before init's cgroup).
+func (d *Driver) sweepSockets(ctx context.Context, minAge time.Duration) []string {
+	dir := filepath.Join(d.cfg.StateDir, "run")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var swept []string
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		st, err := os.Lstat(path)
+		if err != nil || time.Since(st.ModTime()) < minAge {
+			continue
+		}
+		if d.cgroups != nil {
+			cg := d.cgroups.Open(d.cfg.CgroupParent, e.Name())
+			// Destroy of an empty (or gone) cgroup only removes its directories.
+			if procs, err := cg.Procs(); err != nil || len(procs) > 0 || cg.Destroy(ctx) != nil {
+				continue // a live sandbox (an adopted one, say)
+			}
+		}
+		if os.Remove(path) == nil {
+			swept = append(swept, e.Name())
+		}
+	}
+	return swept
+}
+
+var _ driver.Closer = (*Driver)(nil)
+
+// Close implements driver.Closer: the heartbeat stops (alive.go). At the daemon's clean stop,
+// its sandboxes ended, what is left
+// of any of them goes without the sweep's age floor: the init sockets of sandboxes with no
+// process left, with their empty cgroups (a one-shot run beside the daemon makes no socket, so
+// its sandboxes are not touched). A sandbox whose teardown failed keeps its socket and cgroup,
+// for the next start's recovery.
+func (d *Driver) Close(ctx context.Context) error {
+	d.stopOnce.Do(func() { close(d.stop) })
+	d.beats.Wait()
+	if swept := d.sweepSockets(ctx, 0); len(swept) > 0 {
+		d.log.Info("removed what gone sandboxes left", "sandboxes", swept)
+	}
+	return nil
 }
 
 // Leftovers lists host resources that belong to no live sandbox of this driver: cgroups under

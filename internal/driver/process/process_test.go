@@ -70,6 +70,7 @@ func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 		level = slog.LevelDebug // phase timings of every sandbox and exec
 	}
 	d := process.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	t.Cleanup(func() { d.Close(context.Background()) })
 	if c := d.Capabilities(); !c.Available {
 		t.Fatalf("process level unavailable on a host that should have it: %s", c.Reason)
 	}
