@@ -216,14 +216,13 @@ func TestNoLeftovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Only this test's links count: another airlock (or another package's test) on the host
+	// makes and removes its own meanwhile.
 	after, _ := HostLinks()
 	for _, n := range names {
-		if slices.Contains(after, n) {
+		if slices.Contains(after, n) && !slices.Contains(before, n) {
 			t.Errorf("veth %s left behind", n)
 		}
-	}
-	if len(after) != len(before) {
-		t.Errorf("host veths: %v before, %v after", before, after)
 	}
 }
 
