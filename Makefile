@@ -45,7 +45,7 @@ test: deps vet build
 	$(GO) test -count=1 -timeout 30m ./...
 
 # Startup speed beside bubblewrap and unshare, interleaved in one run, then the daemon's API
-# beside a local sh (see README).
+# beside a local sh (see docs/performance.md).
 bench: deps build
 	$(GO) run ./test/bench -airlock $(BIN)
 	$(GO) run ./test/bench/daemon -airlock $(BIN)

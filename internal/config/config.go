@@ -253,7 +253,7 @@ type LimitsConfig struct {
 	MaxPoolSandboxes int `json:"maxPoolSandboxes"`
 }
 
-// ServerConfig bounds the HTTP API (README, "Bounded for strangers"). A request
+// ServerConfig bounds the HTTP API (docs/daemon.md, "Bounded for strangers"). A request
 // without a valid key is held to every bound; a key holder's long work (an exec of many minutes,
 // an upload of a GiB, a followed log) is bounded by its progress instead.
 type ServerConfig struct {

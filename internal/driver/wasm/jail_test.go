@@ -52,7 +52,7 @@ func memoryDir(t *testing.T, sb *wasm.Sandbox) (dir, limitFile string) {
 func TestWorkerJailed(t *testing.T) {
 	d, _ := newDriver(t)
 	sb := newSandbox(t, d, sandbox.Spec{Resources: sandbox.Resources{MemoryMB: 256}}).(*wasm.Sandbox)
-	// What the worker holds as it loads the interpreters (the README quotes it).
+	// What the worker holds as it loads the interpreters (docs/levels.md quotes it).
 	t.Logf("worker RssAnon: started %s", status(t, sb.WorkerPid())["RssAnon"])
 	for _, argv := range [][]string{{"python3", "-c", "print(1)"}, {"node", "-e", "console.log(1)"}} {
 		if res := run(t, sb, 30*time.Second, argv...); res.Stdout != "1\n" {
