@@ -263,3 +263,17 @@ const (
 	ExecDone    = "done"
 	ExecLost    = "lost"
 )
+
+// ValidName reports whether s is a valid name of the API's named things — tenants, warm pools,
+// volumes, templates: 1-64 letters, digits, '.', '_' or '-' (safe in paths, headers and shells).
+func ValidName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -23,7 +23,6 @@ import (
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenancy"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -452,8 +451,8 @@ func (c Config) checkGrants() error {
 	}
 	quotas := map[string]api.Quota{"defaults": c.Tenants.Defaults}
 	for n, q := range c.Tenants.Overrides {
-		if err := store.ValidateTenant(n); err != nil {
-			return fmt.Errorf("config: tenants.overrides[%s]: %v", n, err)
+		if !api.ValidName(n) {
+			return fmt.Errorf("config: tenants.overrides[%s]: a tenant name is 1-64 letters, digits, '.', '_' or '-'", n)
 		}
 		quotas["overrides["+n+"]"] = q
 	}
@@ -490,7 +489,7 @@ func (s ServerConfig) validate() error {
 // checkLoan checks one volume or template: a valid name, an absolute clean host directory that
 // exists, a tenants list.
 func checkLoan(kind, name, dir string, tenants []string) error {
-	if err := store.ValidateTenant(name); err != nil { // the same alphabet
+	if !api.ValidName(name) {
 		return fmt.Errorf("config: %s: %q is not a name (1-64 letters, digits, '.', '_' or '-')", kind, name)
 	}
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {

@@ -90,7 +90,7 @@ func shapeOf(spec api.Spec) string {
 
 // validatePool defaults p and says what is wrong with it, naming the field.
 func validatePool(p *api.Pool) error {
-	if err := store.ValidateTenant(p.Name); err != nil { // the same alphabet, for the same reason: it names a record owner
+	if !api.ValidName(p.Name) { // the alphabet of tenants, for the same reason: it names a record owner
 		return errdefs.Invalid("name", "a pool name must be 1-64 letters, digits, '.', '_' or '-'")
 	}
 	if p.Size < 1 || p.Size > maxPoolSize {

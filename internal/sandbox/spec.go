@@ -146,7 +146,7 @@ func Validate(s *Spec) error {
 		return errdefs.Invalid("runtime", "must be runsc or runc (got %q)", s.Runtime)
 	case s.Image != "" && (s.RootDir != "" || s.Template != "" && s.Template != TemplateHost):
 		return errdefs.Invalid("image", "an image and a template are two roots; give one")
-	case s.Template != "" && !validName(s.Template):
+	case s.Template != "" && !api.ValidName(s.Template):
 		return errdefs.Invalid("template", "%q is not a template name (1-64 letters, digits, '.', '_' or '-')", s.Template)
 	}
 	if s.User != UserAgent && s.User != UserRoot {
@@ -208,7 +208,7 @@ func validateFiles(s *Spec) error {
 	paths := map[string]string{}
 	for i, v := range s.Volumes {
 		field := fmt.Sprintf("volumes[%d]", i)
-		if !validName(v.Name) {
+		if !api.ValidName(v.Name) {
 			return errdefs.Invalid(field+".name", "%q is not a volume name (1-64 letters, digits, '.', '_' or '-')", v.Name)
 		}
 		if err := checkMountPoint(field+".path", v.Path); err != nil {
@@ -253,20 +253,6 @@ func checkMountPoint(field, p string) error {
 		}
 	}
 	return nil
-}
-
-// validName reports whether s is a name of the operator's (a volume, a template): 1-64 letters,
-// digits, '.', '_' or '-'.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // ParseBind parses the operator's "HOST[:DEST]" (airlock run --ro/--rw); DEST defaults to

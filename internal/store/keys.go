@@ -33,12 +33,8 @@ func ValidateTenant(name string) error {
 	if name == "" || len(name) > maxTenantLen {
 		return errdefs.Invalid("tenant", "must be 1-%d characters long", maxTenantLen)
 	}
-	for _, c := range []byte(name) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '_' || c == '-'
-		if !ok {
-			return errdefs.Invalid("tenant", "may hold only letters, digits, '.', '_' and '-', not %q", name)
-		}
+	if !api.ValidName(name) {
+		return errdefs.Invalid("tenant", "may hold only letters, digits, '.', '_' and '-', not %q", name)
 	}
 	return nil
 }
