@@ -30,6 +30,7 @@ type hostLevel struct {
 	failOn    string        // Reclaim of this instance fails
 	seen      []string      // at each Destroy: the record's status, and "intent" if one was recorded
 	hold      chan struct{} // when set, Destroy waits for it to close
+	output    string        // what every exec writes to its stdout
 }
 
 var (
@@ -87,7 +88,9 @@ type hostSandbox struct {
 func (s *hostSandbox) ID() string { return s.id }
 
 func (s *hostSandbox) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, nil
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	return sandbox.ExecResult{Stdout: s.h.output}, nil
 }
 
 func (s *hostSandbox) Destroy(ctx context.Context) error {
@@ -114,9 +117,14 @@ func (s *hostSandbox) Destroy(ctx context.Context) error {
 
 func testManager(t *testing.T, st *store.Store, h *hostLevel) *Manager {
 	t.Helper()
+	return testManagerWith(t, st, h, Config{})
+}
+
+func testManagerWith(t *testing.T, st *store.Store, h *hostLevel, cfg Config) *Manager {
+	t.Helper()
 	drivers := driver.NewRegistry()
 	drivers.Register(h)
-	m := New(Config{}, drivers, st, slog.New(slog.DiscardHandler))
+	m := New(cfg, drivers, st, slog.New(slog.DiscardHandler))
 	t.Cleanup(m.Close)
 	return m
 }
