@@ -164,7 +164,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 				return
 			}
-			err = s.admit(r, rt)
+			err = s.checkRole(r, rt)
 		}
 		if err == nil {
 			data, err = rt.handle(s, w, r)
@@ -225,8 +225,8 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// admit refuses a request of an admin route made with a tenant key (403).
-func (s *Server) admit(r *http.Request, rt route) error {
+// checkRole refuses a request of an admin route made with a tenant key (403).
+func (s *Server) checkRole(r *http.Request, rt route) error {
 	if rt.doc.admin && !tenant.IsAdmin(r.Context()) {
 		return errdefs.New(errdefs.ErrPermissionDenied, "%s %s changes a daemon-wide resource: it needs an admin key (the operator's: airlock keys create --admin), not a tenant key",
 			r.Method, rt.path)

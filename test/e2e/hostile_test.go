@@ -247,6 +247,12 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		if r.code != 0 || !strings.Contains(r.stdout, "ro") || strings.Contains(r.stdout, "shared") || strings.Contains(r.stdout, h.ro) {
 			t.Errorf("airlock volumes as t2: %+v", r)
 		}
+		if r := h.d.cli(t, h.t2, nil, "templates"); r.code != 0 || !strings.Contains(r.stdout, "host") || strings.Contains(r.stdout, "tmpl") {
+			t.Errorf("airlock templates as t2 (tmpl is t1's): %+v", r)
+		}
+		if r := h.d.cli(t, h.t1, nil, "templates"); r.code != 0 || !strings.Contains(r.stdout, "tmpl") || strings.Contains(r.stdout, h.tmpl) {
+			t.Errorf("airlock templates as t1 (its template, not where it lies): %+v", r)
+		}
 		if r := h.d.cli(t, h.admin, nil, "volumes"); r.code != 0 || !strings.Contains(r.stdout, h.shared) {
 			t.Errorf("airlock volumes as admin: %+v", r)
 		}
