@@ -51,6 +51,14 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	if err := checkExec(&req); err != nil {
 		return api.ExecResult{}, err
 	}
+	var sp *spool
+	if st.Stdout != nil || st.Stderr != nil {
+		// The client gets the output through a spool, so that it never holds the command up;
+		// what is queued is delivered last, after the sandbox is free again.
+		sp = newSpool(st.Stdout, st.Stderr, sandbox.DefaultOutputLimit)
+		st.Stdout, st.Stderr = sp.writer(0), sp.writer(1)
+		defer func() { sp.close(); sp.flushed() }()
+	}
 	b, err := m.live(ctx, id, "exec")
 	if err != nil {
 		return api.ExecResult{}, err
@@ -97,6 +105,13 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	if err != nil {
 		// The command could not run at all (the sandbox went away under it): say so in the record.
 		res = api.ExecResult{ExecutionID: execID, ExitCode: sandbox.ExitSetupError, Stderr: "airlock: " + err.Error() + "\n", LimitEvents: []api.LimitEvent{}}
+	}
+	if sp != nil {
+		if n := sp.close(); n > 0 {
+			res.Truncated = true
+			res.LimitEvents = append(res.LimitEvents, api.LimitEvent{Type: sandbox.EventLimitOutput, Count: n, Time: time.Now().UTC(),
+				Message: fmt.Sprintf("the client did not take %d bytes of output in time (%d MiB wait at most); they were dropped from its stream", n, sandbox.DefaultOutputLimit>>20)})
+		}
 	}
 	cut := m.closing.Load() && (err != nil || res.ExitCode == 128+int(syscall.SIGKILL))
 	if cut {
