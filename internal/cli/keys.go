@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,29 +20,42 @@ const adminTenant = "operator"
 // keysCmd manages API keys in the data dir's store directly (the daemon need not run; if it
 // does, it sees changes at once).
 func keysCmd(e *env, args []string) int {
+	const usage = "usage: airlock keys create --tenant NAME | create --admin [--tenant NAME] | ls [--json] | revoke KEY   [--data-dir DIR] [--config FILE]"
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME | create --admin [--tenant NAME] | ls [--json] | revoke KEY   [--data-dir DIR] [--config FILE]")
+		fmt.Fprintln(e.stderr, usage)
 		return 2
 	}
 	sub, args := args[0], args[1:]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(e.stderr, usage)
+		return 0
+	}
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var h hostFlags
 	h.register(fs)
-	tenant := fs.String("tenant", "", "the tenant the key acts for (created on first key; an admin key's default: "+adminTenant+")")
-	admin := fs.Bool("admin", false, "an admin key, the operator's: it may also change daemon-wide resources (images, pools)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	// Each subcommand lists only its own flags in -h.
+	tenant, admin := new(string), new(bool)
+	if sub == "create" {
+		fs.StringVar(tenant, "tenant", "", "the tenant the key acts for (created on first key; an admin key's default: "+adminTenant+")")
+		fs.BoolVar(admin, "admin", false, "an admin key, the operator's: it may also change daemon-wide resources (images, pools)")
+	}
+	asJSON := new(bool)
+	if sub != "revoke" {
+		fs.BoolVar(asJSON, "json", false, "print JSON")
+	}
 	// Flags may come before or after the positional argument (keys revoke KEY --data-dir DIR).
 	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		return 2
 	}
 	switch {
 	case sub == "create" && ((*tenant == "" && !*admin) || len(pos) > 0):
 		fmt.Fprintln(e.stderr, "usage: airlock keys create --tenant NAME | --admin [--tenant NAME]")
-		return 2
-	case sub != "create" && *admin:
-		fmt.Fprintln(e.stderr, "airlock keys: --admin goes with create")
 		return 2
 	case sub == "revoke" && len(pos) != 1:
 		fmt.Fprintln(e.stderr, "usage: airlock keys revoke KEY-ID-OR-SECRET")
@@ -79,6 +93,18 @@ func keysCmd(e *env, args []string) int {
 		if err != nil {
 			fmt.Fprintln(e.stderr, "airlock keys create:", err)
 			return 1
+		}
+		if *asJSON {
+			// The secret with what it is, for a script that keeps both.
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(struct {
+				Secret string `json:"secret"`
+				ID     string `json:"id"`
+				Tenant string `json:"tenant"`
+				Admin  bool   `json:"admin"`
+			}{secret, k.ID, k.Tenant, k.Admin})
+			return 0
 		}
 		// The secret is shown once, alone on stdout, so that `KEY=$(airlock keys create ...)` works.
 		fmt.Fprintln(e.stdout, secret)

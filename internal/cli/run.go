@@ -135,18 +135,16 @@ func parseRun(e *env, args []string) (ra runArgs, code int) {
 	spec := &ra.spec
 	sf.register(fs, spec)
 	ra.timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
-	fs.Var(durationFlag{&ra.timeout}, "timeout", "kill the command after this long, e.g. 30s (default 1h)")
+	fs.Var(durationFlag{&ra.timeout}, "timeout", "kill the command after this long, e.g. 30s")
 	fs.BoolVar(&ra.asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
 	fs.BoolVar(&ra.networkLog, "network-log", false, "print every network decision to stderr, not only denials")
-	fs.StringVar(&ra.host.configFile, "config", "", "configuration file (JSON; its network section: resolvers, trustedHosts, secrets)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: airlock run [flags] -- CMD [ARG...]")
-		fs.PrintDefaults()
-	}
+	fs.StringVar(&ra.host.configFile, "config", "", "configuration file (JSON; see docs/configuration.md)")
+	fs.Usage = func() {} // printed below, once, for -h
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(e.stderr, "usage: airlock run [flags] -- CMD [ARG...]")
 			fs.SetOutput(e.stderr)
-			fs.Usage()
+			fs.PrintDefaults()
 			return ra, 0
 		}
 		// The flag package says "-disk"; airlock's flags are spelled "--disk".
