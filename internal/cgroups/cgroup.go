@@ -95,6 +95,10 @@ func validPath(p string, emptyOK bool) error {
 	return nil
 }
 
+// ValidParent checks a cgroup parent of the configuration: what Open accepts, not empty (the
+// hierarchy's root is never a sandbox's parent).
+func ValidParent(p string) error { return validPath(p, false) }
+
 // New creates parent/name in every hierarchy airlock uses, creating parents
 // as needed and, on v2, enabling the cpu, memory and pids controllers along
 // the root→parent chain. An existing cgroup is accepted if it holds no

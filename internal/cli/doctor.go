@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/levels"
 )
 
@@ -16,7 +15,7 @@ func doctorCmd(e *env, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := config.Default()
+	cfg := levels.Default()
 	network, err := levels.Network(cfg, e.log)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "airlock doctor:", err)

@@ -3,7 +3,7 @@ package cli
 import (
 	"flag"
 
-	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/levels"
 )
 
 // hostFlags are the flags of the host-side verbs (serve, keys): where the configuration and the
@@ -19,11 +19,11 @@ func (h *hostFlags) register(fs *flag.FlagSet) {
 
 // load returns the configuration: defaults, then the file, then the flags; apply sets more flags
 // before validation.
-func (h *hostFlags) load(apply func(*config.Config)) (config.Config, error) {
-	c := config.Default()
+func (h *hostFlags) load(apply func(*levels.Config)) (levels.Config, error) {
+	c := levels.Default()
 	if h.configFile != "" {
 		var err error
-		if c, err = config.Load(h.configFile); err != nil {
+		if c, err = levels.Load(h.configFile); err != nil {
 			return c, err
 		}
 	}

@@ -51,7 +51,7 @@ func openImages(e *env, h *hostFlags, verb string) (st imageStore, code int) {
 	}
 	cfg, err := h.load(nil)
 	if err == nil {
-		dir, opts := cfg.ImageStore()
+		dir, opts := cfg.Images.Store(cfg.DataDir)
 		var s *image.Store
 		if s, err = image.Open(dir, opts, e.log); err == nil {
 			return localImages{e, s}, -1

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/levels"
@@ -34,7 +33,7 @@ func runCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(err))
 		return sandbox.ExitSetupError
 	}
-	cfg, err := ra.host.load(func(c *config.Config) {
+	cfg, err := ra.host.load(func(c *levels.Config) {
 		// A one-shot sandbox ends with this process, whatever happens to it: nobody will adopt it.
 		c.Process.OrphanGraceSeconds = 0
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/daemon"
+	"github.com/airlockrun/airlock/internal/levels"
 )
 
 func serveCmd(e *env, args []string) int {
@@ -29,7 +30,7 @@ func serveCmd(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "airlock serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := h.load(func(c *config.Config) {
+	cfg, err := h.load(func(c *levels.Config) {
 		if *listen != "" {
 			c.Listen = *listen
 		}

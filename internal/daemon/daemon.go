@@ -28,7 +28,7 @@ import (
 
 // Daemon is a running airlock serve.
 type Daemon struct {
-	cfg   config.Config
+	cfg   levels.Config
 	log   *slog.Logger
 	lock  *os.File
 	store *store.Store
@@ -43,7 +43,7 @@ type Daemon struct {
 
 // Start opens the data dir (one daemon per data dir), recovers what a previous daemon left, and
 // starts listening. Serve then answers requests until Stop.
-func Start(ctx context.Context, cfg config.Config, version string, log *slog.Logger) (*Daemon, error) {
+func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg config.Config, version string, log *slog.Log
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if d.ln, err = listen(cfg, mx, log); err != nil {
+	if d.ln, err = listen(cfg.Config, mx, log); err != nil {
 		return nil, err
 	}
 	ok = true

@@ -1,12 +1,12 @@
-// Package levels builds the registry of the isolation levels compiled into airlock, from the
-// configuration. The one-shot runner, the doctor and the daemon all use it, so they agree on what
-// this host offers.
+// Package levels composes airlock's configuration file from the daemon's part (package config)
+// and the sections the levels, the image store and the network own, and builds from it the
+// registry of the isolation levels compiled into airlock. The one-shot runner, the doctor and the
+// daemon all use it, so they agree on what this host offers.
 package levels
 
 import (
 	"log/slog"
 
-	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/process"
@@ -19,22 +19,22 @@ import (
 // Registry probes the host and returns every compiled-in level, attached to the network service
 // (nil: only egress "none" is offered) and to the image store (nil: sandboxes from images are
 // refused).
-func Registry(cfg config.Config, network *egress.Service, images *image.Store, log *slog.Logger) *driver.Registry {
+func Registry(cfg Config, network *egress.Service, images *image.Store, log *slog.Logger) *driver.Registry {
 	r := driver.NewRegistry()
-	p := cfg.ProcessDriver()
+	p := cfg.processConfig()
 	p.Network = network
 	if images != nil { // not a typed nil in the interface
 		p.Images = images
 	}
 	proc := process.New(p, log.With("level", "process"))
 	r.Register(proc)
-	c := cfg.ContainerDriver()
+	c := cfg.containerConfig()
 	c.Network = network
 	if images != nil {
 		c.Images = images
 	}
 	r.Register(container.New(c, proc, log.With("level", "container")))
-	r.Register(wasm.New(cfg.WasmDriver(), proc, log.With("level", "wasm")))
+	r.Register(wasm.New(cfg.Wasm.Config(cfg.DataDir), proc, log.With("level", "wasm")))
 	return r
 }
 
@@ -45,8 +45,8 @@ func Registry(cfg config.Config, network *egress.Service, images *image.Store, l
 // connections that never reach loopback, private, link-local or metadata addresses (unless
 // images.allowPrivateNetworks): what tenants send cannot make it dial into its own network. The
 // operator's own commands (airlock run, pull) are not so bound.
-func Images(cfg config.Config, forTenants bool, log *slog.Logger) (*image.Store, error) {
-	dir, opts := cfg.ImageStore()
+func Images(cfg Config, forTenants bool, log *slog.Logger) (*image.Store, error) {
+	dir, opts := cfg.Images.Store(cfg.DataDir)
 	if forTenants {
 		g := cfg.Grants().Images
 		opts.AllowRegistry = g.RegistryAllowed
@@ -61,8 +61,8 @@ func Images(cfg config.Config, forTenants bool, log *slog.Logger) (*image.Store,
 }
 
 // Network returns the network service of cfg (validated already by cfg.Validate).
-func Network(cfg config.Config, log *slog.Logger) (*egress.Service, error) {
-	ec, err := cfg.Egress()
+func Network(cfg Config, log *slog.Logger) (*egress.Service, error) {
+	ec, err := cfg.egressConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ const maxEnded = 256
 // box is one sandbox the manager knows in memory.
 type box struct {
 	id, tenant string
-	spec       api.Spec
+	spec       sandbox.Spec
 	createdAt  time.Time
 	expiresAt  time.Time
 	logs       *logRing
@@ -184,7 +184,7 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 
 // Create validates spec, makes a sandbox for the tenant in ctx and returns it ready: claimed from
 // a warm pool of its shape when one has a sandbox ready, created cold otherwise.
-func (m *Manager) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
+func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, error) {
 	start := time.Now()
 	ten := tenant.From(ctx)
 	var from *store.Snapshot
@@ -396,7 +396,7 @@ func (m *Manager) newBox(r store.Sandbox) *box {
 }
 
 // expiresAt is when timeout.maxDurationSeconds ends a sandbox created at created.
-func expiresAt(spec api.Spec, created time.Time) time.Time {
+func expiresAt(spec sandbox.Spec, created time.Time) time.Time {
 	return created.Add(time.Duration(spec.Timeout.MaxDurationSeconds) * time.Second)
 }
 

@@ -73,7 +73,7 @@ func netData(ev netpolicy.Event) map[string]any {
 // UpdateNetwork changes a live sandbox's network policy. Credentials given without value or
 // secret keep the value they had (responses never show values, so a client can send back what
 // it read). The new policy is recorded, then in force, before it returns.
-func (m *Manager) UpdateNetwork(ctx context.Context, id string, n api.Network) (api.Sandbox, error) {
+func (m *Manager) UpdateNetwork(ctx context.Context, id string, n sandbox.Network) (api.Sandbox, error) {
 	b, err := m.live(ctx, id, "change the network policy of")
 	if err != nil {
 		return api.Sandbox{}, err

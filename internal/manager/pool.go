@@ -77,10 +77,10 @@ type pool struct {
 
 // shapeOf is what a create must share with a pool to claim from it: the spec without the fields
 // attached at claim time, and with only whether it is networked of its network.
-func shapeOf(spec api.Spec) string {
+func shapeOf(spec sandbox.Spec) string {
 	s := spec
-	s.Name, s.AgentID, s.Environment, s.Metadata, s.Timeout = "", "", nil, nil, api.Timeout{}
-	s.Network = api.Network{EgressPolicy: sandbox.EgressNone}
+	s.Name, s.AgentID, s.Environment, s.Metadata, s.Timeout = "", "", nil, nil, sandbox.Timeout{}
+	s.Network = sandbox.Network{EgressPolicy: sandbox.EgressNone}
 	if spec.Network.EgressPolicy != sandbox.EgressNone {
 		s.Network.EgressPolicy = "networked"
 	}
@@ -114,7 +114,7 @@ func validatePool(p *api.Pool) error {
 		set   bool
 	}{
 		{"name", s.Name != ""}, {"agentId", s.AgentID != ""}, {"environment", len(s.Environment) > 0},
-		{"metadata", len(s.Metadata) > 0}, {"timeout", s.Timeout != api.Timeout{} && s.Timeout != defaultTimeout()},
+		{"metadata", len(s.Metadata) > 0}, {"timeout", s.Timeout != sandbox.Timeout{} && s.Timeout != defaultTimeout()},
 		{"network.allowedDomains", len(s.Network.AllowedDomains) > 0}, {"network.credentials", len(s.Network.Credentials) > 0},
 	}
 	for _, c := range claimTime {
@@ -132,13 +132,13 @@ func validatePool(p *api.Pool) error {
 	}
 	// The claimant's timeouts count; a waiting sandbox ages out by maxAgeSeconds. Left at zero,
 	// a pool read back from the API can be sent again as it is.
-	s.Timeout = api.Timeout{}
+	s.Timeout = sandbox.Timeout{}
 	return nil
 }
 
 // defaultTimeout is the timeout a spec gets by default, which a pool read back from the API shows.
-func defaultTimeout() api.Timeout {
-	var s api.Spec
+func defaultTimeout() sandbox.Timeout {
+	var s sandbox.Spec
 	sandbox.SetDefaults(&s)
 	return s.Timeout
 }
@@ -340,7 +340,7 @@ func (m *Manager) lookupPool(name string) *pool {
 }
 
 // matchPool returns the pool whose shape spec has, or nil.
-func (m *Manager) matchPool(spec api.Spec) *pool {
+func (m *Manager) matchPool(spec sandbox.Spec) *pool {
 	m.poolMu.Lock()
 	defer m.poolMu.Unlock()
 	if len(m.pools) == 0 {
@@ -592,7 +592,7 @@ func (p *pool) close(reason string) {
 // claim gives pool sandbox b, taken from p, to tenant ten with the create's spec: the level
 // attaches environment and network policy first, then the record changes owner. A refused
 // attach leaves the sandbox as it was, back in the pool; a failed record ends it.
-func (m *Manager) claim(ctx context.Context, p *pool, b *box, ten string, spec api.Spec) (api.Sandbox, error) {
+func (m *Manager) claim(ctx context.Context, p *pool, b *box, ten string, spec sandbox.Spec) (api.Sandbox, error) {
 	b.mu.Lock()
 	sb := b.sb
 	warmedAt := b.updatedAt

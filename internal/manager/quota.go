@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/tenancy"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
@@ -15,7 +16,7 @@ import (
 
 // admit refuses a tenant's spec that uses what the operator did not grant it: a volume, a
 // template, a secret, an image neither in the store nor approved. Admin keys are the operator's.
-func (m *Manager) admit(ctx context.Context, spec api.Spec) error {
+func (m *Manager) admit(ctx context.Context, spec sandbox.Spec) error {
 	if tenant.IsAdmin(ctx) {
 		return nil
 	}
@@ -31,7 +32,7 @@ func (m *Manager) admit(ctx context.Context, spec api.Spec) error {
 
 // quotaLocked refuses a new sandbox of spec for tenant ten past its quota: live sandboxes
 // (claims in flight included), their total memory and disk. m.mu is held.
-func (m *Manager) quotaLocked(ten string, spec api.Spec) error {
+func (m *Manager) quotaLocked(ten string, spec sandbox.Spec) error {
 	q := m.quotaOf(ten)
 	u := m.usageLocked(ten)
 	switch {

@@ -184,7 +184,7 @@ func (m *Manager) prepareRestore(b *box) {
 }
 
 // discardSpare ends what prepareRestore had the level of spec make as level id spare.
-func (m *Manager) discardSpare(spec api.Spec, spare string) {
+func (m *Manager) discardSpare(spec sandbox.Spec, spare string) {
 	if spare == "" {
 		return
 	}
@@ -380,7 +380,7 @@ func (m *Manager) reclaimed(ctx context.Context, id, instance string) {
 }
 
 // restore has level d make sandbox instance from snapshot sn, with spec.
-func (m *Manager) restore(ctx context.Context, d driver.Driver, instance string, spec api.Spec, sn store.Snapshot) (driver.Sandbox, error) {
+func (m *Manager) restore(ctx context.Context, d driver.Driver, instance string, spec sandbox.Spec, sn store.Snapshot) (driver.Sandbox, error) {
 	blobs, err := m.blobs()
 	if err != nil {
 		return nil, err
@@ -425,7 +425,7 @@ func (m *Manager) restore(ctx context.Context, d driver.Driver, instance string,
 
 // sameShape says whether a snapshot of a sandbox with spec from can be restored into one with spec
 // to: same level, runtime, root and user.
-func sameShape(from, to api.Spec) error {
+func sameShape(from, to sandbox.Spec) error {
 	for _, f := range []struct{ field, a, b string }{
 		{"isolation", from.Isolation, to.Isolation}, {"runtime", from.Runtime, to.Runtime},
 		{"template", from.Template, to.Template}, {"image", from.Image, to.Image},
@@ -442,7 +442,7 @@ func sameShape(from, to api.Spec) error {
 // fromSnapshot makes spec, a create's with fromSnapshot, the spec of the sandbox to restore: the
 // snapshot's shape (fields the create gave must equal it), its environment and metadata under
 // the create's, its network policy (without credentials) unless the create gives one.
-func (m *Manager) fromSnapshot(ctx context.Context, spec api.Spec) (api.Spec, store.Snapshot, error) {
+func (m *Manager) fromSnapshot(ctx context.Context, spec sandbox.Spec) (sandbox.Spec, store.Snapshot, error) {
 	sn, err := m.store.Snapshot(ctx, tenant.From(ctx), spec.FromSnapshot)
 	if err != nil {
 		return spec, sn, &errdefs.FieldError{Field: "fromSnapshot", Message: err.Error(), Kind: errdefs.ErrNotFound}
@@ -529,7 +529,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			spec := api.Spec{FromSnapshot: sn.ID, Network: network}
+			spec := sandbox.Spec{FromSnapshot: sn.ID, Network: network}
 			if req.Name != "" {
 				spec.Name = fmt.Sprintf("%s-%d", req.Name, i+1)
 			}
@@ -550,7 +550,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 
 // withoutCredentials is spec without its network credentials: their values are secrets that
 // never go into a snapshot.
-func withoutCredentials(spec api.Spec) api.Spec {
+func withoutCredentials(spec sandbox.Spec) sandbox.Spec {
 	spec.Network.Credentials = nil
 	return spec
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/tenancy"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
@@ -22,7 +23,7 @@ func TestStoredQuota(t *testing.T) {
 	var otherSandbox string
 	for _, ten := range []string{"big", "small"} {
 		ctx := tenant.With(context.Background(), ten)
-		sb, err := m.Create(ctx, api.Spec{})
+		sb, err := m.Create(ctx, sandbox.Spec{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -146,7 +146,7 @@ func TestReleaseRecordsIntentFirst(t *testing.T) {
 	h := &hostLevel{st: st, host: map[string]bool{}}
 	m := testManager(t, st, h)
 	ctx := tenant.With(context.Background(), "t1")
-	sb, err := m.Create(ctx, api.Spec{})
+	sb, err := m.Create(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestTerminateTwice(t *testing.T) {
 	h := &hostLevel{st: st, host: map[string]bool{}, hold: make(chan struct{})}
 	m := testManager(t, st, h)
 	ctx := tenant.With(context.Background(), "t1")
-	sb, err := m.Create(ctx, api.Spec{})
+	sb, err := m.Create(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestRecoverFinishesTeardowns(t *testing.T) {
 	h := &hostLevel{st: st, host: map[string]bool{"a": true, "b-r1": true, "c": true, "d": true, "e": true}, failOn: "d"}
 	put := func(id, status, instance string, end string) {
 		t.Helper()
-		rec := store.Sandbox{ID: id, Tenant: "t1", Status: status, Reason: "x", Spec: api.Spec{Isolation: api.LevelProcess}}
+		rec := store.Sandbox{ID: id, Tenant: "t1", Status: status, Reason: "x", Spec: sandbox.Spec{Isolation: api.LevelProcess}}
 		if err := st.InsertSandbox(ctx, rec); err != nil {
 			t.Fatal(err)
 		}

@@ -49,8 +49,14 @@ const (
 // AgentUID is the uid (and gid) of the "agent" user inside every sandbox.
 const AgentUID = 1000
 
-// The specification types are the wire types of package api; this package owns their defaults
-// and validation. Call SetDefaults then Validate.
+// The specification types are the wire types of package api, and this package owns their
+// defaults and validation: call SetDefaults then Validate. Inside the daemon they have one name,
+// this package's (sandbox.Spec: the manager, tenancy, the levels, the one-shot runner); api.Spec
+// is said only where the JSON form crosses an edge: the HTTP server decoding a request, the
+// client and the CLI's remote verbs sending one, the store's records, and the packages below
+// this one (netpolicy compiles an api.Network). They are aliases, not copies, so that a spec
+// crosses those edges without a conversion; should the daemon's spec ever need to differ from
+// the wire's, this is the one place that turns into a type and the edges convert.
 type (
 	Spec       = api.Spec
 	Resources  = api.Resources
@@ -257,18 +263,18 @@ func checkMountPoint(field, p string) error {
 
 // ParseBind parses the operator's "HOST[:DEST]" (airlock run --ro/--rw); DEST defaults to
 // HOST. Both must be absolute and clean.
-func ParseBind(field, s string, readOnly bool) (api.Bind, error) {
+func ParseBind(field, s string, readOnly bool) (Bind, error) {
 	host, dest, ok := strings.Cut(s, ":")
 	if !ok {
 		dest = host
 	}
 	if !path.IsAbs(host) || path.Clean(host) != host {
-		return api.Bind{}, errdefs.Invalid(field, "host path %q must be absolute and clean", host)
+		return Bind{}, errdefs.Invalid(field, "host path %q must be absolute and clean", host)
 	}
 	if err := checkMountPoint(field, dest); err != nil {
-		return api.Bind{}, err
+		return Bind{}, err
 	}
-	return api.Bind{Host: host, Path: dest, ReadOnly: readOnly}, nil
+	return Bind{Host: host, Path: dest, ReadOnly: readOnly}, nil
 }
 
 func checkSandboxPath(field, p string) error {

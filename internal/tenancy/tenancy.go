@@ -86,7 +86,7 @@ func granted(tenants []string, tenant string) bool {
 // Check refuses what spec uses and tenant was not granted: a volume, a template, a secret bound
 // to a credential (or bound to a host the secret may not go to). Errors are 403s naming the
 // field, and never tell whether a name exists that the tenant may not use.
-func (g *Grants) Check(tenant string, spec api.Spec) error {
+func (g *Grants) Check(tenant string, spec sandbox.Spec) error {
 	if t := spec.Template; t != "" && t != sandbox.TemplateHost {
 		if tp, ok := g.Templates[t]; !ok || !granted(tp.Tenants, tenant) {
 			return errdefs.Denied("template", api.CodeTemplateNotGranted, "template %q is not granted to tenant %s (GET /api/v1/templates lists those it may use)", t, tenant)
@@ -103,7 +103,7 @@ func (g *Grants) Check(tenant string, spec api.Spec) error {
 
 // CheckCredentials refuses a credential that names a secret tenant may not use, or binds it to
 // a host the secret may not be sent to.
-func (g *Grants) CheckCredentials(tenant string, creds []api.Credential) error {
+func (g *Grants) CheckCredentials(tenant string, creds []sandbox.Credential) error {
 	for i, c := range creds {
 		if c.Secret == "" {
 			continue // the tenant's own value
@@ -144,7 +144,7 @@ func canonicalHost(h string) string {
 // Resolve fills in the host paths spec stands for: its volumes' directories as Binds, its
 // template's directory as RootDir. It does not check grants (Check does, for a tenant's
 // request); a name the configuration no longer has is an error naming the field.
-func (g *Grants) Resolve(spec *api.Spec) error {
+func (g *Grants) Resolve(spec *sandbox.Spec) error {
 	spec.Binds, spec.RootDir = nil, ""
 	if t := spec.Template; t != "" && t != sandbox.TemplateHost {
 		tp, ok := g.Templates[t]
@@ -158,7 +158,7 @@ func (g *Grants) Resolve(spec *api.Spec) error {
 		if !ok {
 			return errdefs.Unavailable(fmt.Sprintf("volumes[%d].name", i), "volume %q is not in the daemon's configuration", vm.Name)
 		}
-		spec.Binds = append(spec.Binds, api.Bind{Host: v.HostPath, Path: vm.Path, ReadOnly: v.ReadOnly || vm.ReadOnly})
+		spec.Binds = append(spec.Binds, sandbox.Bind{Host: v.HostPath, Path: vm.Path, ReadOnly: v.ReadOnly || vm.ReadOnly})
 	}
 	return nil
 }

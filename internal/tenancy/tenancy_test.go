@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 func grants() *Grants {
@@ -27,23 +28,23 @@ func grants() *Grants {
 
 func TestCheck(t *testing.T) {
 	g := grants()
-	cred := func(host, secret string) api.Spec {
-		return api.Spec{Network: api.Network{Credentials: []api.Credential{{Host: host, Header: "Authorization", Secret: secret}}}}
+	cred := func(host, secret string) sandbox.Spec {
+		return sandbox.Spec{Network: sandbox.Network{Credentials: []sandbox.Credential{{Host: host, Header: "Authorization", Secret: secret}}}}
 	}
 	for _, c := range []struct {
 		name, tenant string
-		spec         api.Spec
+		spec         sandbox.Spec
 		code, field  string // "" for allowed
 	}{
-		{"nothing asked", "t2", api.Spec{}, "", ""},
-		{"host template", "t2", api.Spec{Template: "host"}, "", ""},
-		{"granted volume", "t1", api.Spec{Volumes: []api.VolumeMount{{Name: "data", Path: "/d"}}}, "", ""},
-		{"volume for everyone", "t2", api.Spec{Volumes: []api.VolumeMount{{Name: "shared", Path: "/s"}}}, "", ""},
-		{"volume of another tenant", "t2", api.Spec{Volumes: []api.VolumeMount{{Name: "shared", Path: "/s"}, {Name: "data", Path: "/d"}}},
+		{"nothing asked", "t2", sandbox.Spec{}, "", ""},
+		{"host template", "t2", sandbox.Spec{Template: "host"}, "", ""},
+		{"granted volume", "t1", sandbox.Spec{Volumes: []api.VolumeMount{{Name: "data", Path: "/d"}}}, "", ""},
+		{"volume for everyone", "t2", sandbox.Spec{Volumes: []api.VolumeMount{{Name: "shared", Path: "/s"}}}, "", ""},
+		{"volume of another tenant", "t2", sandbox.Spec{Volumes: []api.VolumeMount{{Name: "shared", Path: "/s"}, {Name: "data", Path: "/d"}}},
 			api.CodeVolumeNotGranted, "volumes[1].name"},
-		{"unknown volume", "t1", api.Spec{Volumes: []api.VolumeMount{{Name: "etc", Path: "/e"}}}, api.CodeVolumeNotGranted, "volumes[0].name"},
-		{"granted template", "t1", api.Spec{Template: "py"}, "", ""},
-		{"template of another tenant", "t2", api.Spec{Template: "py"}, api.CodeTemplateNotGranted, "template"},
+		{"unknown volume", "t1", sandbox.Spec{Volumes: []api.VolumeMount{{Name: "etc", Path: "/e"}}}, api.CodeVolumeNotGranted, "volumes[0].name"},
+		{"granted template", "t1", sandbox.Spec{Template: "py"}, "", ""},
+		{"template of another tenant", "t2", sandbox.Spec{Template: "py"}, api.CodeTemplateNotGranted, "template"},
 		{"granted secret", "t1", cred("api.openai.com", "openai"), "", ""},
 		{"secret host by wildcard", "t2", cred("api.github.com", "gh"), "", ""},
 		{"wildcard is not its apex", "t2", cred("github.com", "gh"), api.CodeSecretNotGranted, "network.credentials[0].secret"},
@@ -51,7 +52,7 @@ func TestCheck(t *testing.T) {
 		{"secret suffix trick", "t1", cred("api.openai.com.evil.test", "openai"), api.CodeSecretNotGranted, "network.credentials[0].secret"},
 		{"secret of another tenant", "t2", cred("api.openai.com", "openai"), api.CodeSecretNotGranted, "network.credentials[0].secret"},
 		{"unknown secret", "t1", cred("api.openai.com", "nope"), api.CodeSecretNotGranted, "network.credentials[0].secret"},
-		{"own value", "t2", api.Spec{Network: api.Network{Credentials: []api.Credential{{Host: "x.com", Header: "A", Value: "v"}}}}, "", ""},
+		{"own value", "t2", sandbox.Spec{Network: sandbox.Network{Credentials: []sandbox.Credential{{Host: "x.com", Header: "A", Value: "v"}}}}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := g.Check(c.tenant, c.spec)
@@ -71,12 +72,12 @@ func TestCheck(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	g := grants()
-	spec := api.Spec{Template: "py", Volumes: []api.VolumeMount{{Name: "data", Path: "/d"}, {Name: "shared", Path: "/s", ReadOnly: true}, {Name: "shared", Path: "/w"}},
-		Binds: []api.Bind{{Host: "/etc", Path: "/hostetc"}}} // never from a request; replaced
+	spec := sandbox.Spec{Template: "py", Volumes: []api.VolumeMount{{Name: "data", Path: "/d"}, {Name: "shared", Path: "/s", ReadOnly: true}, {Name: "shared", Path: "/w"}},
+		Binds: []sandbox.Bind{{Host: "/etc", Path: "/hostetc"}}} // never from a request; replaced
 	if err := g.Resolve(&spec); err != nil {
 		t.Fatal(err)
 	}
-	want := []api.Bind{{Host: "/srv/data", Path: "/d", ReadOnly: true}, {Host: "/srv/shared", Path: "/s", ReadOnly: true}, {Host: "/srv/shared", Path: "/w"}}
+	want := []sandbox.Bind{{Host: "/srv/data", Path: "/d", ReadOnly: true}, {Host: "/srv/shared", Path: "/s", ReadOnly: true}, {Host: "/srv/shared", Path: "/w"}}
 	if spec.RootDir != "/srv/py" || len(spec.Binds) != len(want) {
 		t.Fatalf("resolved %+v %q", spec.Binds, spec.RootDir)
 	}
@@ -85,7 +86,7 @@ func TestResolve(t *testing.T) {
 			t.Errorf("bind %d = %+v, want %+v", i, spec.Binds[i], want[i])
 		}
 	}
-	gone := api.Spec{Volumes: []api.VolumeMount{{Name: "removed", Path: "/r"}}}
+	gone := sandbox.Spec{Volumes: []api.VolumeMount{{Name: "removed", Path: "/r"}}}
 	if err := g.Resolve(&gone); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("a volume no longer configured: %v", err)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
-	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -20,7 +20,7 @@ import (
 // containers are not counted.
 func containerLeaks(dataDir string) []string {
 	var out []string
-	state := config.ContainerStateDir(dataDir)
+	state := levels.ContainerStateDir(dataDir)
 	bundles := filepath.Join(state, "bundles")
 	ents, _ := os.ReadDir(bundles)
 	for _, e := range ents {
@@ -147,7 +147,7 @@ func TestContainerLevel(t *testing.T) {
 func TestContainerCleanStopUnmounts(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	removeContainerState(t, dataDir)
-	state := config.ContainerStateDir(dataDir)
+	state := levels.ContainerStateDir(dataDir)
 	key := newKey(t, dataDir, "t1")
 	run := func(d *daemon) {
 		t.Helper()

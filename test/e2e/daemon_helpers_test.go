@@ -23,7 +23,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 )
 
@@ -236,7 +236,7 @@ func shOK(t *testing.T, c *client.Client, id, script string) string {
 // dataDir once every sandbox is gone (the private bundles mount, runsc's own state).
 func removeContainerState(t *testing.T, dataDir string) {
 	t.Cleanup(func() {
-		state := config.ContainerStateDir(dataDir)
+		state := levels.ContainerStateDir(dataDir)
 		for _, m := range mountinfo.Under(state) {
 			unix.Unmount(m, unix.MNT_DETACH)
 		}
@@ -286,7 +286,7 @@ func leakCheck(t *testing.T) func() {
 func mountCount() int {
 	n := 0
 	for _, dir := range ourDataDirs() {
-		n += len(mountinfo.Under(dir)) + len(mountinfo.Under(config.ContainerStateDir(dir)))
+		n += len(mountinfo.Under(dir)) + len(mountinfo.Under(levels.ContainerStateDir(dir)))
 	}
 	return n
 }

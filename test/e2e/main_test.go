@@ -235,7 +235,7 @@ func (p hostProc) zombie() bool { return strings.HasPrefix(p.state, "Z") }
 
 var (
 	instancesMu sync.Mutex
-	instances   = map[string]string{} // the airlocks these tests run: config.Instance → data dir
+	instances   = map[string]string{} // the airlocks these tests run: levels.Config.Instance → data dir
 )
 
 // addInstance counts the airlock on dataDir among the tests' own.

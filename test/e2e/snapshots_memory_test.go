@@ -12,7 +12,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/levels"
 )
 
 // TestSnapshotsMemory drives snapshots with memory (container level under runsc) through the CLI
@@ -91,7 +91,7 @@ func TestSnapshotsMemory(t *testing.T) {
 	// and runsc's created sandbox); a restore makes the next one.
 	prepared := func(gen int) {
 		t.Helper()
-		pid := filepath.Join(config.ContainerStateDir(dir), "bundles", a.ID+"-r"+strconv.Itoa(gen), "pid")
+		pid := filepath.Join(levels.ContainerStateDir(dir), "bundles", a.ID+"-r"+strconv.Itoa(gen), "pid")
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			if _, err := os.Stat(pid); err == nil {
 				return

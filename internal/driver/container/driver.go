@@ -37,7 +37,7 @@ import (
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
-// Config is the container level's part of airlock's configuration.
+// Config is the container level's configuration; Settings.Config makes it from the file's section.
 type Config struct {
 	// Runtime is used when a spec names none: runsc (default) or runc.
 	Runtime string

@@ -34,7 +34,7 @@ import (
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
-// Config is the process level's part of airlock's configuration.
+// Config is the process level's configuration; Settings.Config makes it from the file's section.
 type Config struct {
 	// CgroupParent is the cgroup (in every hierarchy) under which sandboxes' cgroups are made.
 	CgroupParent string

@@ -41,7 +41,7 @@ import (
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
-// Config is the wasm level's part of airlock's configuration.
+// Config is the wasm level's configuration; Settings.Config makes it from the file's section.
 type Config struct {
 	// RuntimeDir holds the interpreters: python/ (python.wasm, its standard library, manifest.json)
 	// and quickjs/ (quickjs.wasm, manifest.json), as scripts/wasm/*.sh install them.

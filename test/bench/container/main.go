@@ -45,7 +45,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	airlockconfig "github.com/airlockrun/airlock/internal/config"
+	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 	"github.com/airlockrun/airlock/test/bench/stats"
@@ -57,8 +58,8 @@ const (
 	targetImage   = 1.2 // first sandbox of a pulled image / a later one, p50
 )
 
-// What airlock's container level uses by default (internal/config, internal/driver/container,
-// internal/sandbox), mirrored by the raw bundles.
+// What airlock's container level uses by default (internal/driver/container, internal/sandbox),
+// mirrored by the raw bundles.
 const (
 	agentUID   = 1000
 	memoryMB   = 2048
@@ -173,8 +174,8 @@ func newWorld() (*world, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := airlockconfig.Default()
-	pool, err := uidalloc.New(uidalloc.DefaultDir, c.Process.UIDBase, c.Process.UIDRanges)
+	c := process.DefaultSettings()
+	pool, err := uidalloc.New(uidalloc.DefaultDir, c.UIDBase, c.UIDRanges)
 	if err != nil {
 		return nil, err
 	}
@@ -198,10 +199,8 @@ func (w *world) dataDir(name string) (dd, cfg string, err error) {
 	}
 	// Where the container level keeps bundles and runtime state for this data dir, as airlock
 	// computes it (it may lie outside the data dir), so that cleanup finds it.
-	c := airlockconfig.Default()
-	c.DataDir = dd
 	w.dataDirs = append(w.dataDirs, dd)
-	w.stateDirs = append(w.stateDirs, c.ContainerDriver().StateDir)
+	w.stateDirs = append(w.stateDirs, levels.ContainerStateDir(dd))
 	cfg = w.path("data", name+".json")
 	b, _ := json.Marshal(map[string]string{"dataDir": dd})
 	err = os.WriteFile(cfg, b, 0o644)
