@@ -556,9 +556,16 @@ func (w *world) noHits(t *testing.T, servers ...string) {
 // hutLinks returns the hut's interfaces whose name starts with alk (sandboxes' host ends).
 func (w *world) hutLinks(t *testing.T) []string {
 	t.Helper()
-	out, err := exec.Command("nsenter", "--net="+w.hutPath, "--", "ip", "-o", "link").CombinedOutput()
+	return alkLinks(t, w.hutPath)
+}
+
+// alkLinks returns the interfaces of the network namespace at path whose name starts with alk
+// (sandboxes' host ends).
+func alkLinks(t *testing.T, path string) []string {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net="+path, "--", "ip", "-o", "link").CombinedOutput()
 	if err != nil {
-		t.Fatalf("ip -o link in the hut: %v\n%s", err, out)
+		t.Fatalf("ip -o link in %s: %v\n%s", path, err, out)
 	}
 	var alk []string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -664,7 +671,8 @@ func nsInode(link string) (uint64, error) {
 }
 
 // netnsHolders lists what keeps the network namespace ino alive: processes in it and open
-// descriptors of it (the daemon holds one per sandbox), and nsfs mounts of it.
+// descriptors of it (the daemon holds one per sandbox), and nsfs mounts of it (their mount
+// points), each as a path that opens the namespace.
 func netnsHolders(ino uint64) []string {
 	var out []string
 	want := fmt.Sprintf("net:[%d]", ino)
@@ -675,8 +683,13 @@ func netnsHolders(ino uint64) []string {
 			out = append(out, l)
 		}
 	}
-	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(b), want) {
-		out = append(out, "a mount of "+want)
+	// An nsfs mount's root is the namespace ("net:[4026532000]"); its mount point can be opened.
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[3] == want {
+				out = append(out, f[4])
+			}
+		}
 	}
 	return out
 }
