@@ -66,7 +66,7 @@ func TestDaemonCrashLoop(t *testing.T) {
 	for round := range crashKills {
 		l.round = round
 		c := d.client(key)
-		delay := time.Duration(300+rng.IntN(1700)) * time.Millisecond
+		delay := time.Duration(100+rng.IntN(1900)) * time.Millisecond
 		if round == burst {
 			l.runWorkers(c, seed, delay, nil)
 			l.deleteBurst(c, time.Duration(2+rng.IntN(25))*time.Millisecond, d.kill9)
@@ -84,17 +84,24 @@ func TestDaemonCrashLoop(t *testing.T) {
 	c := d.client(key)
 	l.runWorkers(c, seed, 500*time.Millisecond, nil)
 	for i, id := range l.liveIDs() {
-		if i%2 == 0 {
+		l.mu.Lock()
+		paused := l.boxes[id].paused
+		l.mu.Unlock()
+		if i%2 == 0 && !paused {
 			if _, err := c.Pause(bg(), id); err != nil {
 				t.Errorf("pause %s before the clean stop: %v", id, err)
 			}
 		}
 	}
+	snaps, err := c.Snapshots(bg(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.stop(); err != nil {
 		t.Fatal(err)
 	}
 	// At once: no grace, no poll.
-	if left := l.leftovers(); len(left) > 0 {
+	if left := append(l.leftovers(), unusedBlobs(dir, snaps)...); len(left) > 0 {
 		t.Errorf("after the clean stop the instance left %v", left)
 	}
 	check()
@@ -156,10 +163,14 @@ type crashExec struct {
 	exit                int
 }
 
-// crashSnap is an acknowledged snapshot.
+// crashSnap is one snapshot the test knows the ID of.
 type crashSnap struct {
+	owner    int    // the worker that uses it; -1: none (found in a listing: its snapshot got no answer)
+	acked    bool   // the snapshot was acknowledged
 	marker   string // what its /workspace/m holds; "" unknown
 	verified bool   // a sandbox was made from it after a restart
+	deleted  bool   // a DELETE of it was acknowledged
+	deleting bool   // a DELETE of it got no answer
 }
 
 func newCrashLedger(t *testing.T, dir, hut string) *crashLedger {
@@ -306,6 +317,7 @@ func (l *crashLedger) liveIDs() []string {
 			ids = append(ids, id)
 		}
 	}
+	slices.Sort(ids)
 	return ids
 }
 
@@ -393,8 +405,10 @@ func (w *crashWorker) step() bool {
 		}
 	}
 	var snaps []string
-	for id := range l.snaps {
-		snaps = append(snaps, id)
+	for id, sn := range l.snaps {
+		if sn.owner == w.id && !sn.deleted && !sn.deleting {
+			snaps = append(snaps, id)
+		}
 	}
 	l.mu.Unlock()
 	// Map order is random, but not the seed's: sort for replays.
@@ -429,10 +443,14 @@ func (w *crashWorker) step() bool {
 		return w.exec(id, fmt.Sprintf("sleep %d.%03d; echo %s; exit 3", ms/1000, ms%1000, token), token+"\n", 3)
 	case op < 80:
 		return w.snapshot(id, token)
-	case op < 92 && len(snaps) > 0:
+	case op < 88 && len(snaps) > 0:
 		return w.restore(id, pick(snaps))
-	default:
+	case op < 93 && len(snaps) > 0:
+		return w.deleteSnapshot(pick(snaps))
+	case len(mine) < crashMaxLive:
 		return w.fork(id)
+	default:
+		return w.exec(id, "echo "+token, token+"\n", 0)
 	}
 }
 
@@ -478,7 +496,7 @@ func (w *crashWorker) snapshot(id, token string) bool {
 	l.boxes[id].marker = token
 	l.mu.Unlock()
 	sn, err := w.c.Snapshot(bg(), id, api.SnapshotRequest{Name: token})
-	l.answered("snapshot "+id, err, func() { l.snaps[sn.ID] = &crashSnap{marker: token} })
+	l.answered("snapshot "+id, err, func() { l.snaps[sn.ID] = &crashSnap{owner: w.id, acked: true, marker: token} })
 	return noAnswer(err)
 }
 
@@ -496,13 +514,25 @@ func (w *crashWorker) restore(id, snap string) bool {
 	return noAnswer(err)
 }
 
+// deleteSnapshot deletes snapshot snap.
+func (w *crashWorker) deleteSnapshot(snap string) bool {
+	l := w.l
+	_, err := w.c.DeleteSnapshot(bg(), snap)
+	if !l.answered("snapdelete "+snap, err, func() { l.snaps[snap].deleted = true }) {
+		l.mu.Lock()
+		l.snaps[snap].deleting = true
+		l.mu.Unlock()
+	}
+	return noAnswer(err)
+}
+
 // fork forks id once: a snapshot and a sandbox, both the worker's.
 func (w *crashWorker) fork(id string) bool {
 	l := w.l
 	f, err := w.c.Fork(bg(), id, api.ForkRequest{Count: 1})
 	l.answered("fork "+id, err, func() {
 		marker := l.boxes[id].marker
-		l.snaps[f.Snapshot.ID] = &crashSnap{marker: marker}
+		l.snaps[f.Snapshot.ID] = &crashSnap{owner: w.id, acked: true, marker: marker}
 		for _, sb := range f.Sandboxes {
 			l.boxes[sb.ID] = &crashBox{owner: w.id, acked: true, live: true, marker: marker}
 		}
@@ -641,8 +671,9 @@ func (l *crashLedger) verifyExecs(c *client.Client, id string) {
 	}
 }
 
-// verifySnapshots checks that every acknowledged snapshot is listed, and that each not yet
-// tried restores: a sandbox made from it holds its marker.
+// verifySnapshots checks that every acknowledged snapshot is listed and no deleted one is, and
+// that each listed one not yet tried restores: a sandbox made from it holds its marker. A
+// DELETE of a snapshot that got no answer is retried.
 func (l *crashLedger) verifySnapshots(c *client.Client) {
 	t, round := l.t, l.round
 	list, err := c.Snapshots(bg(), "")
@@ -650,16 +681,22 @@ func (l *crashLedger) verifySnapshots(c *client.Client) {
 		t.Errorf("round %d: list snapshots: %v", round, err)
 		return
 	}
+	l.mu.Lock()
 	listed := map[string]bool{}
 	for _, s := range list {
 		listed[s.ID] = true
+		if l.snaps[s.ID] == nil { // a snapshot that got no answer
+			l.snaps[s.ID] = &crashSnap{owner: -1}
+		}
 	}
-	l.mu.Lock()
 	var try []string
 	for id, s := range l.snaps {
-		if !listed[id] {
+		switch {
+		case s.deleted && listed[id]:
+			t.Errorf("round %d: snapshot %s is listed after the restart, but its DELETE was acknowledged", round, id)
+		case s.acked && !s.deleted && !s.deleting && !listed[id]:
 			t.Errorf("round %d: acknowledged snapshot %s is not listed after the restart", round, id)
-		} else if !s.verified {
+		case listed[id] && !s.verified:
 			try = append(try, id)
 		}
 	}
@@ -667,6 +704,7 @@ func (l *crashLedger) verifySnapshots(c *client.Client) {
 	forEach(try, func(id string) {
 		l.mu.Lock()
 		s := l.snaps[id]
+		marker := s.marker
 		l.mu.Unlock()
 		sb, err := c.Create(bg(), api.Spec{FromSnapshot: id, Network: api.Network{EgressPolicy: api.EgressNone}})
 		if err != nil {
@@ -674,8 +712,8 @@ func (l *crashLedger) verifySnapshots(c *client.Client) {
 			return
 		}
 		res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: api.Shell("cat /workspace/m")})
-		if err != nil || (s.marker != "" && res.Stdout != s.marker+"\n") {
-			t.Errorf("round %d: sandbox from snapshot %s: %+v %v, want %q", round, id, res, err, s.marker)
+		if err != nil || (marker != "" && res.Stdout != marker+"\n") {
+			t.Errorf("round %d: sandbox from snapshot %s: %+v %v, want %q", round, id, res, err, marker)
 		}
 		l.mu.Lock()
 		l.boxes[sb.ID] = &crashBox{owner: -1, acked: true}
@@ -688,6 +726,27 @@ func (l *crashLedger) verifySnapshots(c *client.Client) {
 		l.boxes[sb.ID].deleted = true
 		l.mu.Unlock()
 	})
+	l.mu.Lock()
+	var retry []string
+	for id, s := range l.snaps {
+		if s.deleting {
+			if listed[id] {
+				retry = append(retry, id)
+			} else {
+				s.deleting, s.deleted = false, true
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range retry {
+		if _, err := c.DeleteSnapshot(bg(), id); err != nil {
+			t.Errorf("round %d: retried DELETE of snapshot %s: %v", round, id, err)
+			continue
+		}
+		l.mu.Lock()
+		l.snaps[id].deleting, l.snaps[id].deleted = false, true
+		l.mu.Unlock()
+	}
 }
 
 // leftovers lists what the instance holds on the host: its sandboxes' processes, cgroups and uid
@@ -738,6 +797,27 @@ func nftTables(path string) []string {
 	var out []string
 	for _, tb := range tables {
 		out = append(out, "nftables table "+tb.Name)
+	}
+	return out
+}
+
+// unusedBlobs lists the blobs in the snapshot store of the airlock on dataDir that none of snaps
+// (every snapshot there is) uses, and what is left in its scratch directory.
+func unusedBlobs(dataDir string, snaps []api.Snapshot) []string {
+	used := map[string]bool{}
+	for _, s := range snaps {
+		used[strings.TrimPrefix(s.Digest, "sha256:")] = true
+	}
+	var out []string
+	blobs, _ := os.ReadDir(filepath.Join(dataDir, "snapshots", "blobs", "sha256"))
+	for _, b := range blobs {
+		if !used[b.Name()] {
+			out = append(out, "unused snapshot blob "+b.Name())
+		}
+	}
+	tmp, _ := os.ReadDir(filepath.Join(dataDir, "snapshots", "tmp"))
+	for _, e := range tmp {
+		out = append(out, "snapshot scratch "+e.Name())
 	}
 	return out
 }
