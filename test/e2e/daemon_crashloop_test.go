@@ -768,8 +768,13 @@ func (l *crashLedger) leftovers() []string {
 	out = append(out, nftTables(l.hut)...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	inos := map[uint64]bool{}
+	for _, ino := range l.netns {
+		inos[ino] = true
+	}
+	held := netnsHoldersOf(inos)
 	for cookie, ino := range l.netns {
-		for _, h := range netnsHolders(ino) {
+		for _, h := range held[ino] {
 			if c, err := netnsCookie(h); err == nil && c == cookie {
 				out = append(out, fmt.Sprintf("network namespace net:[%d] held by %s", ino, h))
 			}

@@ -673,21 +673,30 @@ func nsInode(link string) (uint64, error) {
 // netnsHolders lists what keeps the network namespace ino alive: processes in it and open
 // descriptors of it (the daemon holds one per sandbox), and nsfs mounts of it (their mount
 // points), each as a path that opens the namespace.
-func netnsHolders(ino uint64) []string {
-	var out []string
-	want := fmt.Sprintf("net:[%d]", ino)
+func netnsHolders(ino uint64) []string { return netnsHoldersOf(map[uint64]bool{ino: true})[ino] }
+
+// netnsHoldersOf is netnsHolders of each of inos, in one look at the host.
+func netnsHoldersOf(inos map[uint64]bool) map[uint64][]string {
+	out := map[uint64][]string{}
+	add := func(ns, holder string) {
+		if v, ok := strings.CutPrefix(ns, "net:["); ok {
+			if ino, err := strconv.ParseUint(strings.TrimSuffix(v, "]"), 10, 64); err == nil && inos[ino] {
+				out[ino] = append(out[ino], holder)
+			}
+		}
+	}
 	links, _ := filepath.Glob("/proc/[0-9]*/ns/net")
 	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
 	for _, l := range append(links, fds...) {
-		if s, err := os.Readlink(l); err == nil && s == want {
-			out = append(out, l)
+		if s, err := os.Readlink(l); err == nil {
+			add(s, l)
 		}
 	}
 	// An nsfs mount's root is the namespace ("net:[4026532000]"); its mount point can be opened.
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && f[3] == want {
-				out = append(out, f[4])
+			if f := strings.Fields(line); len(f) > 4 {
+				add(f[3], f[4])
 			}
 		}
 	}
