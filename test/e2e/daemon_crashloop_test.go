@@ -44,8 +44,8 @@ const (
 // done with its exit code and output; a snapshot is listed and restores. What got no answer may
 // have happened or not, but the record and the host agree, no exec is running, and a retried
 // DELETE finishes whatever was cut off. After the final clean stop the instance leaves nothing,
-// at once: no process, cgroup, uid range, mount, network namespace, veth, nftables table or
-// socket file.
+// at once: no process, cgroup, uid range, mount, network namespace, veth, nftables table, socket
+// file or snapshot blob that no snapshot uses.
 //
 // The daemon runs in a network namespace of the test's own, so that the veths it makes are
 // counted apart from those of any other airlock on the host. The random points come from a seed
@@ -59,7 +59,8 @@ func TestDaemonCrashLoop(t *testing.T) {
 	dir := t.TempDir() + "/data"
 	key := newKey(t, dir, "t1")
 	l := newCrashLedger(t, dir, hut)
-	defer l.watch()()
+	stopWatch := l.watch()
+	defer stopWatch()
 	d := startDaemonIn(t, hut, dir)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	burst := rng.IntN(crashKills)
@@ -100,6 +101,7 @@ func TestDaemonCrashLoop(t *testing.T) {
 	if err := d.stop(); err != nil {
 		t.Fatal(err)
 	}
+	stopWatch()
 	// At once: no grace, no poll.
 	if left := append(l.leftovers(), unusedBlobs(dir, snaps)...); len(left) > 0 {
 		t.Errorf("after the clean stop the instance left %v", left)
@@ -178,9 +180,9 @@ func newCrashLedger(t *testing.T, dir, hut string) *crashLedger {
 		ranges: map[string]uidalloc.Record{}, netns: map[uint64]uint64{}, stats: map[string]int{}}
 }
 
-// watch records, until the returned function is called, the uid ranges and network namespaces of
-// the instance's sandboxes as they come and go, so that what a crash left of a short-lived one
-// can be told apart later.
+// watch records, until the returned function is first called, the uid ranges and network
+// namespaces of the instance's sandboxes as they come and go, so that what a crash left of a
+// short-lived one can be told apart later.
 func (l *crashLedger) watch() (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -196,7 +198,8 @@ func (l *crashLedger) watch() (stop func()) {
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // mergeRanges adds the instance's uid ranges recorded now.
