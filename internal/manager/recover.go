@@ -17,7 +17,8 @@ import (
 // records continue), and otherwise reclaimed — whatever of it is left is removed — and marked
 // failed with reason daemon_restart. A sandbox whose teardown was recorded (store.Teardown) is
 // never adopted: its teardown is finished — reclaimed by the instance's recorded facts, then its
-// end recorded — whatever its record says. Then each level sweeps what no record names.
+// end recorded — whatever its record says. Then the snapshot blobs no record uses are removed,
+// and each level sweeps what no record names.
 func (m *Manager) Recover(ctx context.Context) error {
 	n, err := m.store.MarkLost(ctx)
 	if err != nil {
@@ -64,6 +65,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	ended += m.finishTeardowns(ctx)
 	m.reclaimRetired(ctx)
+	m.collectBlobs(ctx)
 	m.sweep(ctx)
 	if n > 0 || len(recs) > 0 || ended > 0 {
 		m.log.Warn("recovered after an unclean stop", "adopted", adopted, "failed", failed, "tornDown", ended, "lostExecs", n)

@@ -372,6 +372,42 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	return view, nil
 }
 
+// collectBlobs removes the snapshot blobs that no snapshot record uses. A snapshot's content is
+// stored before its record, and a deleted snapshot's record goes before its content, so that a
+// record never names a blob that is not there; a daemon killed in between (or a record that
+// could not be written) leaves a blob that nothing names, and nothing else would ever remove it.
+// Recover runs this before any request, when no snapshot is on its way in.
+func (m *Manager) collectBlobs(ctx context.Context) {
+	blobs, err := m.blobs()
+	if err != nil {
+		return
+	}
+	used, err := m.store.SnapshotDigests(ctx)
+	if err != nil {
+		m.log.Error("collect snapshot blobs", "err", err)
+		return
+	}
+	all, err := blobs.Digests()
+	if err != nil {
+		m.log.Error("collect snapshot blobs", "err", err)
+		return
+	}
+	var removed []string
+	for _, d := range all {
+		if used[d] {
+			continue
+		}
+		if err := blobs.Remove(d); err != nil {
+			m.log.Error("remove an unused snapshot blob", "blob", d, "err", err)
+			continue
+		}
+		removed = append(removed, d)
+	}
+	if len(removed) > 0 {
+		m.log.Info("removed snapshot blobs no snapshot uses", "blobs", removed)
+	}
+}
+
 // reclaimed records that instance of sandbox id, recorded as one to tear down, is gone.
 func (m *Manager) reclaimed(ctx context.Context, id, instance string) {
 	if err := m.store.Reclaimed(ctx, instance); err != nil {

@@ -183,6 +183,21 @@ func (s *Store) Link(d, p string) error {
 	return nil
 }
 
+// Digests lists the stored blobs.
+func (s *Store) Digests() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "blobs", "sha256"))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot store: %w", err)
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			out = append(out, "sha256:"+e.Name())
+		}
+	}
+	return out, nil
+}
+
 // Remove deletes blob d; a blob that is not there is not an error.
 func (s *Store) Remove(d string) error {
 	p, err := s.path(d)

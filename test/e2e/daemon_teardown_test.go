@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,7 @@ func TestDaemonCrashTeardown(t *testing.T) {
 					t.Errorf("round %d: %s is %s after the restart, but not usable: %+v %v", round, sb.ID, sb.Status, r, err)
 				}
 			case sb.Status == api.StatusTerminated || sb.Status == api.StatusFailed:
-				if left := sandboxLeft(dir, sb.ID, ranges[sb.ID]); len(left) > 0 {
+				if left := sandboxLeft(dir, sb.ID, ranges); len(left) > 0 {
 					t.Errorf("round %d: %s is %s (%s) after the restart, but the host still has %v", round, sb.ID, sb.Status, sb.Reason, left)
 				}
 			default:
@@ -93,7 +94,7 @@ func TestDaemonCrashTeardown(t *testing.T) {
 			} else if sb.Status != api.StatusTerminated {
 				t.Errorf("round %d: retried DELETE of %s: %s", round, id, sb.Status)
 			}
-			if left := sandboxLeft(dir, id, ranges[id]); len(left) > 0 {
+			if left := sandboxLeft(dir, id, ranges); len(left) > 0 {
 				t.Errorf("round %d: after the retried DELETE of %s the host still has %v", round, id, left)
 			}
 		})
@@ -142,26 +143,41 @@ func forEach(ids []string, fn func(id string)) {
 }
 
 // sandboxLeft lists what the host still holds of process-level sandbox id of the airlock on
-// dataDir, whose uid range was r: its cgroups, the processes of the range, its init socket.
-func sandboxLeft(dataDir, id string, r uidalloc.Record) []string {
+// dataDir, of the instance it was made as and of those restores made of it (id-r1, ...), whose
+// uid ranges are in ranges (by instance): their cgroups, the processes of their ranges, their init
+// sockets.
+func sandboxLeft(dataDir, id string, ranges map[string]uidalloc.Record) []string {
+	mine := func(instance string) bool {
+		n, ok := strings.CutPrefix(instance, id+"-r")
+		_, err := strconv.Atoi(n)
+		return instance == id || ok && err == nil
+	}
 	var out []string
 	for cg := range instanceCgroups("airlock", process.InstanceOf(dataDir)) {
-		if filepath.Base(cg) == id {
+		if mine(filepath.Base(cg)) {
 			out = append(out, cg)
 		}
 	}
-	if r.Sandbox == id {
-		// Only processes of this airlock's cgroups: another airlock on the host (an older one,
-		// or one with an allocator of its own) may run with the same ids.
-		mark := "/" + process.InstanceOf(dataDir) + "/"
+	for instance, r := range ranges {
+		if !mine(instance) || r.Sandbox != instance {
+			continue
+		}
+		// Only processes of the instance's cgroup: another airlock on the host (an older one,
+		// or one with an allocator of its own) may run with the same ids, and so may a later
+		// sandbox of this airlock that got the range once it was free.
+		mark := "/" + process.InstanceOf(dataDir) + "/" + instance
 		for _, p := range procsIn(map[int]uidalloc.Record{r.Block: r}) {
-			if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid)); err == nil && strings.Contains(string(cg), mark) && !p.zombie() {
+			cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid))
+			if err == nil && (strings.Contains(string(cg), mark+"\n") || strings.Contains(string(cg), mark+"/")) && !p.zombie() {
 				out = append(out, "process "+p.String())
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "process", "run", id)); err == nil {
-		out = append(out, "init socket")
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "process", "run"))
+	for _, e := range ents {
+		if mine(e.Name()) {
+			out = append(out, "init socket "+e.Name())
+		}
 	}
 	return out
 }
@@ -206,7 +222,7 @@ func TestDaemonCrashNoReturnPaused(t *testing.T) {
 		if err != nil || sb.Status != api.StatusFailed || sb.Reason != "daemon_restart" {
 			t.Errorf("paused sandbox %s back after the grace: %s %q %v", id, sb.Status, sb.Reason, err)
 		}
-		if left := sandboxLeft(d.dataDir, id, ranges[id]); len(left) > 0 {
+		if left := sandboxLeft(d.dataDir, id, ranges); len(left) > 0 {
 			t.Errorf("paused sandbox %s back after the grace: the host still has %v", id, left)
 		}
 	}

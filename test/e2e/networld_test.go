@@ -556,9 +556,16 @@ func (w *world) noHits(t *testing.T, servers ...string) {
 // hutLinks returns the hut's interfaces whose name starts with alk (sandboxes' host ends).
 func (w *world) hutLinks(t *testing.T) []string {
 	t.Helper()
-	out, err := exec.Command("nsenter", "--net="+w.hutPath, "--", "ip", "-o", "link").CombinedOutput()
+	return alkLinks(t, w.hutPath)
+}
+
+// alkLinks returns the interfaces of the network namespace at path whose name starts with alk
+// (sandboxes' host ends).
+func alkLinks(t *testing.T, path string) []string {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net="+path, "--", "ip", "-o", "link").CombinedOutput()
 	if err != nil {
-		t.Fatalf("ip -o link in the hut: %v\n%s", err, out)
+		t.Fatalf("ip -o link in %s: %v\n%s", path, err, out)
 	}
 	var alk []string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -664,19 +671,34 @@ func nsInode(link string) (uint64, error) {
 }
 
 // netnsHolders lists what keeps the network namespace ino alive: processes in it and open
-// descriptors of it (the daemon holds one per sandbox), and nsfs mounts of it.
-func netnsHolders(ino uint64) []string {
-	var out []string
-	want := fmt.Sprintf("net:[%d]", ino)
+// descriptors of it (the daemon holds one per sandbox), and nsfs mounts of it (their mount
+// points), each as a path that opens the namespace.
+func netnsHolders(ino uint64) []string { return netnsHoldersOf(map[uint64]bool{ino: true})[ino] }
+
+// netnsHoldersOf is netnsHolders of each of inos, in one look at the host.
+func netnsHoldersOf(inos map[uint64]bool) map[uint64][]string {
+	out := map[uint64][]string{}
+	add := func(ns, holder string) {
+		if v, ok := strings.CutPrefix(ns, "net:["); ok {
+			if ino, err := strconv.ParseUint(strings.TrimSuffix(v, "]"), 10, 64); err == nil && inos[ino] {
+				out[ino] = append(out[ino], holder)
+			}
+		}
+	}
 	links, _ := filepath.Glob("/proc/[0-9]*/ns/net")
 	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
 	for _, l := range append(links, fds...) {
-		if s, err := os.Readlink(l); err == nil && s == want {
-			out = append(out, l)
+		if s, err := os.Readlink(l); err == nil {
+			add(s, l)
 		}
 	}
-	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(b), want) {
-		out = append(out, "a mount of "+want)
+	// An nsfs mount's root is the namespace ("net:[4026532000]"); its mount point can be opened.
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 {
+				add(f[3], f[4])
+			}
+		}
 	}
 	return out
 }
