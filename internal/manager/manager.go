@@ -109,7 +109,11 @@ type Manager struct {
 	// poolAPIMu orders PutPool and DeletePool, which store and then start or stop a pool.
 	poolAPIMu sync.Mutex
 
-	snaps    *snapshot.Store // nil without one, and snapsErr says why
+	snaps *snapshot.Store // nil without one, and snapsErr says why
+	// blobsMu orders storing a snapshot's content and record against deleting a record and its
+	// now unused content: a snapshot that finds its content stored already (equal layers are
+	// stored once) must not record it while a delete removes it. Snapshots share it.
+	blobsMu  sync.RWMutex
 	snapsErr error
 
 	stored *storedBytes // what the store keeps for each tenant, against maxStoredMb

@@ -108,6 +108,8 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, m
 		defer os.RemoveAll(mem)
 	}
 	t0 := time.Now()
+	m.blobsMu.RLock() // from storing the content to its record
+	defer m.blobsMu.RUnlock()
 	var saved bool
 	layer, err := blobs.PutLayer(func(w io.Writer) error {
 		var err error
@@ -226,6 +228,8 @@ func (m *Manager) GetSnapshot(ctx context.Context, snapID string) (api.Snapshot,
 // DeleteSnapshot removes one of the tenant's snapshots, and its content unless another snapshot
 // shares it, and returns it.
 func (m *Manager) DeleteSnapshot(ctx context.Context, snapID string) (api.Snapshot, error) {
+	m.blobsMu.Lock() // from finding content unused to removing it
+	defer m.blobsMu.Unlock()
 	sn, unused, err := m.store.DeleteSnapshot(ctx, tenant.From(ctx), snapID)
 	if err != nil {
 		return api.Snapshot{}, err
