@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/fsroot"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -117,7 +118,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			return fmt.Errorf("mount image layers: %w", err)
 		}
 		for p, content := range nameFiles {
-			dst, err := process.ResolveIn(b.base, p)
+			dst, err := fsroot.ResolveIn(b.base, p)
 			if err != nil {
 				return err
 			}
@@ -128,7 +129,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			}
 		}
 		for _, d := range []string{"/proc", "/dev/shm", "/dev/pts", "/etc"} {
-			if p, err := process.ResolveIn(b.base, d); err == nil {
+			if p, err := fsroot.ResolveIn(b.base, d); err == nil {
 				os.MkdirAll(p, 0o755)
 			}
 		}
@@ -150,7 +151,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		}
 	}
 	for _, d := range dirs {
-		p, err := process.ResolveIn(b.base, d)
+		p, err := fsroot.ResolveIn(b.base, d)
 		if err != nil {
 			return err
 		}
@@ -164,7 +165,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			os.Lchown(p, hostID(uid), hostID(uid))
 		}
 	}
-	initDir, err := process.ResolveIn(b.base, "/.airlock")
+	initDir, err := fsroot.ResolveIn(b.base, "/.airlock")
 	if err != nil {
 		return err
 	}
@@ -207,7 +208,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		}
 	}
 	for _, d := range dirs {
-		src, _ := process.ResolveIn(b.base, d)
+		src, _ := fsroot.ResolveIn(b.base, d)
 		if err := bindAt(b.rootfs, src, d, false); err != nil {
 			return err
 		}
@@ -244,7 +245,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 func (b *bundle) hostPaths(t process.HostTemplate) error {
 	var covers []string
 	for _, h := range t.Hidden {
-		p, err := process.ResolveIn(b.rootfs, h)
+		p, err := fsroot.ResolveIn(b.rootfs, h)
 		if err != nil {
 			return err
 		}
@@ -341,12 +342,12 @@ func (b *bundle) userMount(field string, m sandbox.Bind) error {
 // (the layer's directories, a writable volume); where it cannot be made, nothing can be written
 // there anyway.
 func (b *bundle) readOnly(p string) error {
-	dst, err := process.ResolveIn(b.rootfs, p)
+	dst, err := fsroot.ResolveIn(b.rootfs, p)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		if base, err := process.ResolveIn(b.base, p); err == nil {
+		if base, err := fsroot.ResolveIn(b.base, p); err == nil {
 			os.MkdirAll(base, 0o755) // the writable directories are binds of the base's
 		}
 		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
@@ -366,7 +367,7 @@ func (b *bundle) readOnly(p string) error {
 // block makes path p of the sandbox inaccessible: an empty mode-000 tmpfs on a directory, an
 // empty mode-000 file on a file.
 func (b *bundle) block(p string) error {
-	dst, err := process.ResolveIn(b.rootfs, p)
+	dst, err := fsroot.ResolveIn(b.rootfs, p)
 	if err != nil {
 		return err
 	}
@@ -387,7 +388,7 @@ func (b *bundle) block(p string) error {
 // bindAt binds host path src at sandbox path dst of root (whose mount point must exist in the
 // base below it, or is made when root's mount allows).
 func bindAt(root, src, dst string, ro bool) error {
-	p, err := process.ResolveIn(root, dst)
+	p, err := fsroot.ResolveIn(root, dst)
 	if err != nil {
 		return err
 	}
@@ -414,7 +415,7 @@ func bindRO(src, dst string, ro bool) error {
 
 // mountPoint makes a directory (for a directory src) or an empty file at sandbox path p of base.
 func mountPoint(base, p, src string) error {
-	dst, err := process.ResolveIn(base, p)
+	dst, err := fsroot.ResolveIn(base, p)
 	if err != nil {
 		return err
 	}

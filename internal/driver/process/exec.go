@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -267,7 +268,7 @@ func (s *Sandbox) counters() counters {
 	}
 	// With egress "none" the sandbox has loopback only, and nothing to count.
 	if s.spec.Network.EgressPolicy != sandbox.EgressNone {
-		_, c.txNet = netBytes(s.pid)
+		_, c.txNet = procfs.NetBytes(s.pid)
 	}
 	return c
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/procfs"
 )
 
 // A sandbox whose kernel is its own (gVisor) cannot be held to a process limit by the host's pids
@@ -125,25 +127,7 @@ func (g *guestCgroup) oomKill() {
 	if g == nil {
 		return
 	}
-	ents, _ := os.ReadDir("/proc")
-	victim, most := 0, int64(-1)
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/statm")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b))
-		if len(f) < 2 {
-			continue
-		}
-		if rss, err := strconv.ParseInt(f[1], 10, 64); err == nil && rss > most {
-			victim, most = pid, rss
-		}
-	}
+	victim := procfs.Largest(os.Getpid())
 	if victim > 0 && unix.Kill(victim, unix.SIGKILL) == nil {
 		g.oomKills++
 	}

@@ -313,8 +313,3 @@ const ControlEnv = controlEnv
 
 // Hostname is every sandbox's host name.
 const Hostname = sandboxHostname
-
-// ResolveIn returns root+p with every symlink along p resolved as if root were "/", so that a root
-// filesystem's absolute symlinks cannot point a mount at the host. The last component may not
-// exist yet.
-func ResolveIn(root, p string) (string, error) { return resolveIn(root, p) }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/fsroot"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
@@ -112,7 +113,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		return fmt.Errorf("bind new root: %w", err)
 	}
 	for _, l := range r.Symlinks {
-		p, err := resolveIn("/newroot", l.Path)
+		p, err := fsroot.ResolveIn("/newroot", l.Path)
 		if err != nil {
 			return err
 		}
@@ -127,7 +128,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		}
 	}
 	for _, f := range r.Files {
-		p, err := resolveIn("/newroot", f.Path)
+		p, err := fsroot.ResolveIn("/newroot", f.Path)
 		if err != nil {
 			return err
 		}
@@ -215,7 +216,7 @@ func (f fdReader) Read(p []byte) (int, error) {
 }
 
 func writableDir(d writeDir, selfBind bool) error {
-	p, err := resolveIn("/newroot", d.Path)
+	p, err := fsroot.ResolveIn("/newroot", d.Path)
 	if err != nil {
 		return err
 	}
@@ -249,7 +250,7 @@ func modeBits(m uint32) os.FileMode {
 }
 
 func bind(b bindMount, tree int) error {
-	dst, err := resolveIn("/newroot", b.Dst)
+	dst, err := fsroot.ResolveIn("/newroot", b.Dst)
 	if err != nil {
 		return err
 	}
@@ -364,7 +365,7 @@ func mountDev() error {
 // cover mounts an empty directory (a small tmpfs, writable until the caller remounts it) over
 // directory p of the sandbox, and returns where; a p that is not there is left alone ("").
 func cover(p string) (string, error) {
-	dst, err := resolveIn("/newroot", p)
+	dst, err := fsroot.ResolveIn("/newroot", p)
 	if err != nil {
 		return "", err
 	}
@@ -384,7 +385,7 @@ func cover(p string) (string, error) {
 // yet is made a directory where the tree is writable; where it cannot be made (a read-only
 // part of the root), nothing can be written there anyway.
 func readOnlyPath(p string) error {
-	dst, err := resolveIn("/newroot", p)
+	dst, err := fsroot.ResolveIn("/newroot", p)
 	if err != nil {
 		return err
 	}
@@ -402,7 +403,7 @@ func readOnlyPath(p string) error {
 }
 
 func block(p string) error {
-	dst, err := resolveIn("/newroot", p)
+	dst, err := fsroot.ResolveIn("/newroot", p)
 	if err != nil {
 		return err
 	}
@@ -421,39 +422,4 @@ func block(p string) error {
 		return fmt.Errorf("block %s: %w", p, err)
 	}
 	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC)
-}
-
-// resolveIn returns root+p with every symlink along p resolved as if root were "/", so that a
-// rootfs directory's absolute symlinks cannot point a mount at the host. The last component may
-// not exist yet.
-func resolveIn(root, p string) (string, error) {
-	cur := root
-	parts := strings.Split(strings.TrimPrefix(filepath.Clean("/"+p), "/"), "/")
-	for links := 0; len(parts) > 0; {
-		part := parts[0]
-		parts = parts[1:]
-		if part == "" || part == "." {
-			continue
-		}
-		if part == ".." {
-			if cur != root {
-				cur = filepath.Dir(cur)
-			}
-			continue
-		}
-		next := cur + "/" + part
-		target, err := os.Readlink(next)
-		if err != nil {
-			cur = next // not a symlink, or does not exist yet
-			continue
-		}
-		if links++; links > 40 {
-			return "", fmt.Errorf("resolve %s: too many symlinks", p)
-		}
-		if filepath.IsAbs(target) {
-			cur = root
-		}
-		parts = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), parts...)
-	}
-	return cur, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -241,7 +242,7 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 		u.DiskLimitBytes = int64(fs.Blocks) * fs.Bsize
 		u.DiskUsedBytes = int64(fs.Blocks-fs.Bfree) * fs.Bsize
 	}
-	u.NetRxBytes, u.NetTxBytes = netBytes(s.pid)
+	u.NetRxBytes, u.NetTxBytes = procfs.NetBytes(s.pid)
 	return u, nil
 }
 

@@ -1,13 +1,9 @@
 package process
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -289,33 +285,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// netBytes sums the received and transmitted bytes of every interface but loopback in the
-// network namespace of pid, as the kernel counts them.
-func netBytes(pid int) (rx, tx int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/net/dev", pid))
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(name) == "lo" {
-			continue
-		}
-		// Receive: bytes packets errs drop fifo frame compressed multicast; then transmit.
-		fields := strings.Fields(rest)
-		if len(fields) < 9 {
-			continue
-		}
-		if n, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-			rx += n
-		}
-		if n, err := strconv.ParseInt(fields[8], 10, 64); err == nil {
-			tx += n
-		}
-	}
-	return rx, tx
 }

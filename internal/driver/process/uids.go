@@ -4,10 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -87,8 +86,7 @@ func (d *Driver) UIDLeftovers(level string) []string {
 			continue // listed above, or another airlock's sandbox runs in it now
 		}
 		for _, pid := range r.Pids() {
-			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-			out = append(out, fmt.Sprintf("process %d (%s) in uid range %v", pid, strings.TrimSpace(string(comm)), r))
+			out = append(out, fmt.Sprintf("process %d (%s) in uid range %v", pid, procfs.Comm(pid), r))
 		}
 	}
 	return out
