@@ -28,6 +28,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/procfs"
@@ -74,9 +75,6 @@ func DefaultConfig() Config {
 // runs init in its own, CPU-limited kernel, where a fork bomb at the process limit starves it for
 // seconds (measured: 2–8 s at 1 vCPU); runc's init is a host process, as at the process level.
 var killGrace = map[string]time.Duration{sandbox.RuntimeRunsc: 15 * time.Second}
-
-// initTasks is the pids reserve for init's Go threads (as at the process level).
-const initTasks = 8
 
 // Driver is the container level.
 type Driver struct {
@@ -397,13 +395,13 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	// runc's sandboxes are the host kernel's processes, counted by the host's pids cgroup;
 	// gVisor's are its own, counted in its kernel (process.Launcher.GuestPids).
 	if rt.name == sandbox.RuntimeRunc {
-		c.pids = spec.Resources.MaxProcesses + initTasks
+		c.pids = spec.Resources.MaxProcesses + guest.InitTasks
 	}
 	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, c.pids, uids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
 	}
 	if b.control != "" {
-		if c.control, err = listenControl(b, uids.HostID(process.InitUID)); err != nil {
+		if c.control, err = listenControl(b, uids.HostID(guest.InitUID)); err != nil {
 			return fail(fmt.Errorf("control socket: %v: %w", err, errdefs.ErrSetup))
 		}
 	}
@@ -428,7 +426,7 @@ func (d *Driver) extractOptions(uids uidalloc.Range) snapshot.ExtractOptions {
 func (d *Driver) launch(ctx context.Context, id string, spec sandbox.Spec, c *built, image string, start func(context.Context, *os.File) (int, error)) (driver.Sandbox, error) {
 	var guestPids, guestMemory int64
 	if c.rt.name == sandbox.RuntimeRunsc {
-		guestPids = spec.Resources.MaxProcesses + initTasks
+		guestPids = spec.Resources.MaxProcesses + guest.InitTasks
 		guestMemory = spec.Resources.MemoryMB << 20
 	}
 	rt, b, cg := c.rt, c.b, c.cg

@@ -15,6 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/fsroot"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -182,7 +183,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		if err := os.Mkdir(b.control, 0o700); err != nil {
 			return err
 		}
-		if err := os.Lchown(b.control, hostID(process.InitUID), hostID(process.InitUID)); err != nil {
+		if err := os.Lchown(b.control, hostID(guest.InitUID), hostID(guest.InitUID)); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -41,7 +42,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 	}
 	s := &specs.Spec{
 		Version:  specs.Version,
-		Hostname: process.Hostname,
+		Hostname: guest.Hostname,
 		Root:     &specs.Root{Path: b.rootfs},
 		Process: &specs.Process{
 			Args: []string{"airlock-init"},
@@ -83,7 +84,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 		},
 	}
 	if b.control != "" {
-		s.Process.Env = append(s.Process.Env, process.ControlEnv+"="+controlSocket)
+		s.Process.Env = append(s.Process.Env, guest.ControlEnv+"="+controlSocket)
 	}
 	if pidsLimit > 0 {
 		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: pidsLimit}

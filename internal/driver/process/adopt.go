@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
@@ -118,7 +119,7 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 		return nil, fmt.Errorf("sandbox %s: connect to init: %w", id, err)
 	}
 	s := &Sandbox{id: id, d: d, spec: spec, proc: proc, ctl: newUnixConn(c), cg: cg, pid: f.Pid, uids: *f.UIDs, created: time.Now(),
-		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
+		waiters: map[string]chan *guest.Message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	pidfd, err := unix.PidfdOpen(f.Pid, 0)
 	if err != nil {
 		c.Close()
@@ -150,17 +151,17 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 		}
 	}
 	s.paused = frozen
-	pong := make(chan *message, 1)
+	pong := make(chan *guest.Message, 1)
 	s.waiters["adopt"] = pong
 	go s.readLoop()
 	if !frozen {
-		if err := s.ctl.send(&message{Kind: msgPing, ID: "adopt"}); err != nil {
+		if err := s.ctl.send(&guest.Message{Kind: guest.MsgPing, ID: "adopt"}); err != nil {
 			s.abandon()
 			return nil, fmt.Errorf("sandbox %s: init does not answer: %w", id, err)
 		}
 		select {
 		case m := <-pong:
-			if m == nil || m.Kind != msgPong {
+			if m == nil || m.Kind != guest.MsgPong {
 				s.abandon()
 				return nil, fmt.Errorf("sandbox %s: init does not answer", id)
 			}

@@ -27,6 +27,7 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -74,10 +75,6 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{CgroupParent: "airlock", UIDBase: 2_000_000_000, InitPath: "/proc/self/exe", StateDir: "/var/lib/airlock/process"}
 }
-
-// initTasks is what init itself may use of the pids limit: the Go runtime's threads. The limit
-// the kernel enforces is MaxProcesses plus this, so that the agent gets what it asked for.
-const initTasks = 8
 
 // Driver is the process isolation level.
 type Driver struct {
@@ -234,7 +231,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 //
 // uids is the sandbox's host uid range; until the sandbox exists, start frees it on failure, and
 // from then on the sandbox's Destroy does.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway, seed io.Reader, uids uidalloc.Range) (*Sandbox, error) {
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *guest.Config, gw *egress.Gateway, seed io.Reader, uids uidalloc.Range) (*Sandbox, error) {
 	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
 	early := func(err error) (*Sandbox, error) {
 		d.ReleaseUIDs(sandbox.LevelProcess, id, uids)
@@ -263,7 +260,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	}
 	cmd := &exec.Cmd{
 		Path:       d.cfg.InitPath,
-		Args:       []string{initArg0},
+		Args:       []string{guest.Arg0},
 		Env:        []string{"GOMAXPROCS=1", "GOTRACEBACK=none"},
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
@@ -302,9 +299,9 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	}
 	tStarted := time.Since(t0)
 	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid, gw: gw, uids: uids,
-		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
+		waiters: map[string]chan *guest.Message{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
-	ready := make(chan *message, 1)
+	ready := make(chan *guest.Message, 1)
 	s.waiters[""] = ready
 	go s.readLoop()
 	fail := func(err error) (*Sandbox, error) {
@@ -337,7 +334,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 			return nil, setupErr(seeded(fed, err))
 		}
 	}
-	err = ctl.send(&message{Kind: msgConfig, Config: cfg}, srcs...)
+	err = ctl.send(&guest.Message{Kind: guest.MsgConfig, Config: cfg}, srcs...)
 	closeAll(srcs)
 	if err != nil {
 		return fail(fmt.Errorf("send config: %w", err))
@@ -347,7 +344,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		return fail(err)
 	}
 	s.cg = cg
-	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + initTasks}
+	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + guest.InitTasks}
 	if err := cg.Set(res); err != nil {
 		return fail(fmt.Errorf("cgroup limits: %w", err))
 	}
@@ -358,7 +355,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		// Init may have died of a setup error first; its own words say more than ESRCH.
 		select {
 		case m := <-ready:
-			if m != nil && m.Kind == msgError {
+			if m != nil && m.Kind == guest.MsgError {
 				return fail(errors.New(m.Error))
 			}
 		case <-time.After(time.Second):
@@ -366,7 +363,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		return fail(err)
 	}
 	tPlaced := time.Since(t0)
-	if err := ctl.send(&message{Kind: msgPlaced}); err != nil {
+	if err := ctl.send(&guest.Message{Kind: guest.MsgPlaced}); err != nil {
 		return fail(fmt.Errorf("init is gone: %w", err))
 	}
 	if err := s.awaitReady(ctx, ready); err != nil {
@@ -391,7 +388,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 // root on disk, belong to the sandbox's root inside, so the copy-on-write layer above can change
 // them. It is read-only, so nothing the sandbox does reaches the disk as host root. Binds keep host
 // ownership: a read-write bind must never let the sandbox create host-root files.
-func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
+func openSources(cfg *guest.Config, initPid int) ([]*os.File, error) {
 	var files []*os.File
 	clone := func(p string, ro bool, idmapPid int) (int, error) {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
@@ -441,9 +438,9 @@ func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 		}
 		r.Binds[j].Fd = i
 	}
-	if len(files) > maxFds {
+	if len(files) > guest.MaxFds {
 		closeAll(files)
-		return nil, fmt.Errorf("%d mounts: at most %d: %w", len(files), maxFds, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("%d mounts: at most %d: %w", len(files), guest.MaxFds, errdefs.ErrInvalidArgument)
 	}
 	return files, nil
 }

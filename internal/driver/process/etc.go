@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/airlockrun/airlock/internal/guest"
 )
 
 // etcTemplate returns a host directory holding the host template's /etc: the generated accounts
@@ -63,7 +65,7 @@ func (d *Driver) buildEtc(resolver string) (string, error) {
 			return "", err
 		}
 	}
-	for _, f := range etcFiles(sandboxHostname, true, resolver) {
+	for _, f := range etcFiles(guest.Hostname, true, resolver) {
 		if err := os.WriteFile(filepath.Join(tmp, filepath.Base(f.Path)), []byte(f.Content), os.FileMode(f.Mode)); err != nil {
 			return "", err
 		}

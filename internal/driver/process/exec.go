@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -67,13 +68,13 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	defer std.abort()
 	before := s.counters()
-	ch := make(chan *message, 4)
+	ch := make(chan *guest.Message, 4)
 	s.mu.Lock()
 	s.waiters[req.ID] = ch
 	s.mu.Unlock()
 	defer s.unregister(req.ID, ch)
 
-	spec := &execSpec{Argv: req.Command, Env: s.env(req), Dir: req.Workdir}
+	spec := &guest.ExecSpec{Argv: req.Command, Env: s.env(req), Dir: req.Workdir}
 	if spec.Dir == "" {
 		spec.Dir = s.spec.Workdir
 	}
@@ -97,7 +98,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		defer ours.Close()
 	}
 	start := time.Now()
-	if err := s.ctl.send(&message{Kind: msgExec, ID: req.ID, Exec: spec}, send...); err != nil {
+	if err := s.ctl.send(&guest.Message{Kind: guest.MsgExec, ID: req.ID, Exec: spec}, send...); err != nil {
 		return res, fmt.Errorf("exec %s: sandbox %s is gone: %w", req.ID, s.id, err)
 	}
 	std.closeChildEnds()
@@ -105,8 +106,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	var (
 		killTimer  <-chan time.Time
 		resize     <-chan sandbox.Winsize // read once the terminal exists
-		usage      *rusage
-		guestAfter *guestStats // the sandbox kernel's counters when the command ended
+		usage      *guest.Rusage
+		guestAfter *guest.CgroupStats // the sandbox kernel's counters when the command ended
 	)
 	signals := req.Signal
 	done := ctx.Done()
@@ -114,22 +115,22 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		select {
 		case m := <-ch:
 			switch m.Kind {
-			case msgStarted:
-				guest(&before, m)
+			case guest.MsgStarted:
+				takeGuest(&before, m)
 				switch {
 				case relayEnd != nil:
 					std.attachTerminal(relayEnd, req.Stdin, true)
 					resize = req.Resize
-				case req.TTY && len(m.files) > 0:
-					std.attachTerminal(m.files[0], req.Stdin, false)
-					m.files = m.files[1:]
+				case req.TTY && len(m.Files) > 0:
+					std.attachTerminal(m.Files[0], req.Stdin, false)
+					m.Files = m.Files[1:]
 					resize = req.Resize
 				}
-			case msgExited:
+			case guest.MsgExited:
 				res.ExitCode = m.ExitCode
 				usage, guestAfter = m.Usage, m.Guest
 				waiting = false
-			case msgError:
+			case guest.MsgError:
 				// The command could not start (not found, not executable): answer like a shell.
 				res.ExitCode = m.ExitCode
 				if res.ExitCode == 0 {
@@ -138,14 +139,14 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				std.stderrNote("airlock: " + m.Error + "\n")
 				waiting = false
 			}
-			m.closeFiles()
+			m.CloseFiles()
 		case ws, ok := <-resize:
 			if !ok {
 				resize = nil
 				continue
 			}
 			if relayEnd != nil {
-				s.ctl.send(&message{Kind: msgResize, ID: req.ID, Size: &ws})
+				s.ctl.send(&guest.Message{Kind: guest.MsgResize, ID: req.ID, Size: &ws})
 			} else {
 				std.resize(ws)
 			}
@@ -154,11 +155,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				signals = nil
 				continue
 			}
-			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(sig)})
+			s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(sig)})
 		case <-done:
 			done = nil
 			res.TimedOut = true
-			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
+			s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
 			// Init answers at once unless the sandbox is paused or wedged (out of pids, say); then
 			// the cgroup is killed, which ends the command, everything it started — and the
 			// sandbox, since init is in the same cgroup.
@@ -193,14 +194,14 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 
 // unregister stops deliveries to an exec's channel and closes the descriptors of messages it did
 // not take (a terminal that started after the exec gave up, say).
-func (s *Sandbox) unregister(id string, ch chan *message) {
+func (s *Sandbox) unregister(id string, ch chan *guest.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiters, id)
 	for {
 		select {
 		case m := <-ch:
-			m.closeFiles()
+			m.CloseFiles()
 		default:
 			return
 		}
@@ -216,7 +217,7 @@ func (s *Sandbox) env(req sandbox.ExecRequest) []string {
 	kv := map[string]string{
 		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME": home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
-		"HOSTNAME": sandboxHostname,
+		"HOSTNAME": guest.Hostname,
 	}
 	if req.TTY {
 		kv["TERM"] = "xterm-256color"
@@ -250,9 +251,9 @@ type counters struct {
 	guest bool          // ev's pids and OOM counts are the sandbox kernel's (msgStarted's)
 }
 
-// guest takes the sandbox kernel's counters that init sends with a command's start (see
+// takeGuest takes the sandbox kernel's counters that init sends with a command's start (see
 // guestCgroup) into c.
-func guest(c *counters, m *message) {
+func takeGuest(c *counters, m *guest.Message) {
 	if m.Guest != nil {
 		c.ev.PidsLimitHits, c.ev.OOMKills, c.guest = m.Guest.PidsHits, m.Guest.OOMKills, true
 	}
@@ -275,7 +276,7 @@ func (s *Sandbox) counters() counters {
 
 // account fills the result's usage from the command's rusage (nil if init could not report it)
 // and its limit events from the counters' movement during the exec.
-func (s *Sandbox) account(before counters, ru *rusage, guestAfter *guestStats, res *sandbox.ExecResult) {
+func (s *Sandbox) account(before counters, ru *guest.Rusage, guestAfter *guest.CgroupStats, res *sandbox.ExecResult) {
 	after := s.counters()
 	switch {
 	case before.guest && guestAfter != nil:

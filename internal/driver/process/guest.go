@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/procfs"
 )
 
@@ -17,16 +18,6 @@ import (
 // cgroup: that counts the runtime's threads, not the sandbox's processes. There init makes a pids
 // cgroup in the sandbox's kernel and enters it before it starts anything, so every command counts
 // against it, and answers the driver's pings with its counters.
-
-// guestStats are the counters of a guest cgroup. Its kernel keeps no count of refused forks, so
-// PidsHits counts the times init found the sandbox at its limit (init wakes at least every
-// orphanPoll, and on every exit of a command or an orphan).
-type guestStats struct {
-	Pids     int64 `json:"pids"`
-	PidsMax  int64 `json:"pidsMax"`
-	PidsHits int64 `json:"pidsHits"`
-	OOMKills int64 `json:"oomKills"` // processes init killed at the driver's word (msgOOM)
-}
 
 // guestCgroup is init's pids cgroup in the sandbox's kernel, reached through a descriptor of its
 // directory (the cgroup file system is unmounted once init is in it). A nil one does nothing.
@@ -96,14 +87,14 @@ func (g *guestCgroup) sample() {
 
 // counts are the event counters, which ride on every command's start and end (see
 // Sandbox.account); stats add the current count, which only Usage asks for (msgPing).
-func (g *guestCgroup) counts() *guestStats {
+func (g *guestCgroup) counts() *guest.CgroupStats {
 	if g == nil {
 		return nil
 	}
-	return &guestStats{PidsMax: g.max, PidsHits: g.hits, OOMKills: g.oomKills}
+	return &guest.CgroupStats{PidsMax: g.max, PidsHits: g.hits, OOMKills: g.oomKills}
 }
 
-func (g *guestCgroup) stats() *guestStats {
+func (g *guestCgroup) stats() *guest.CgroupStats {
 	st := g.counts()
 	if st != nil {
 		st.Pids = g.current()
@@ -156,7 +147,7 @@ func (s *Sandbox) watchGuestMemory(limit int64) {
 			select {
 			case <-w.C:
 				if w.Over() {
-					s.ctl.send(&message{Kind: msgOOM})
+					s.ctl.send(&guest.Message{Kind: guest.MsgOOM})
 				}
 			case <-s.done:
 				return
@@ -166,10 +157,10 @@ func (s *Sandbox) watchGuestMemory(limit int64) {
 }
 
 // guestStats asks init for its guest cgroup's counters.
-func (s *Sandbox) guestStats(ctx context.Context) (*guestStats, error) {
+func (s *Sandbox) guestStats(ctx context.Context) (*guest.CgroupStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, guestPing)
 	defer cancel()
-	m, err := s.ask(ctx, msgPing, msgPong)
+	m, err := s.ask(ctx, guest.MsgPing, guest.MsgPong)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: init's process count: %w", s.id, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
@@ -81,8 +82,8 @@ type Launcher struct {
 // released, l.Teardown and gw included.
 func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *egress.Gateway, l Launcher) (*Sandbox, error) {
 	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
-	cfg := &initConfig{
-		Hostname:  sandboxHostname,
+	cfg := &guest.Config{
+		Hostname:  guest.Hostname,
 		NoFile:    uint64(spec.Resources.MaxOpenFiles),
 		DiskBytes: spec.Resources.DiskMB << 20,
 		Container: true,
@@ -93,7 +94,7 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		cfg.UID, cfg.GID = sandbox.AgentUID, sandbox.AgentUID
 	}
 	s := &Sandbox{id: id, d: d, spec: spec, gw: gw, ext: &l, cg: l.Cgroup, uids: l.UIDs,
-		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{}), rejoined: make(chan struct{})}
+		waiters: map[string]chan *guest.Message{}, done: make(chan struct{}), exited: make(chan struct{}), rejoined: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
 		s.Destroy(context.Background())
 		return nil, setupErr(err)
@@ -146,7 +147,7 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		}
 		s.ctl = newUnixConn(c)
 	}
-	ready := make(chan *message, 1)
+	ready := make(chan *guest.Message, 1)
 	s.waiters[""] = ready
 	go s.readLoop()
 	if l.Restore != "" {
@@ -158,13 +159,13 @@ func (d *Driver) Launch(ctx context.Context, id string, spec sandbox.Spec, gw *e
 		return fail(d.filterErr)
 	}
 	cfg.Seccomp = d.filter
-	if err := s.ctl.send(&message{Kind: msgConfig, Config: cfg}); err != nil {
+	if err := s.ctl.send(&guest.Message{Kind: guest.MsgConfig, Config: cfg}); err != nil {
 		return fail(fmt.Errorf("send config: %w", err))
 	}
 	if s.events, err = l.Cgroup.OpenEvents(); err != nil {
 		return fail(err)
 	}
-	if err := s.ctl.send(&message{Kind: msgPlaced}); err != nil {
+	if err := s.ctl.send(&guest.Message{Kind: guest.MsgPlaced}); err != nil {
 		return fail(fmt.Errorf("init is gone: %w", err))
 	}
 	if err := s.awaitReady(ctx, ready); err != nil {
@@ -200,13 +201,13 @@ func (s *Sandbox) restored(ctx context.Context, l Launcher, t0 time.Time) (*Sand
 }
 
 // awaitReady waits for init's answer to its configuration.
-func (s *Sandbox) awaitReady(ctx context.Context, ready chan *message) error {
+func (s *Sandbox) awaitReady(ctx context.Context, ready chan *guest.Message) error {
 	select {
 	case m := <-ready:
 		if m == nil {
 			return errors.New("init exited during setup")
 		}
-		if m.Kind != msgReady {
+		if m.Kind != guest.MsgReady {
 			return errors.New(m.Error)
 		}
 	case <-ctx.Done():
@@ -297,19 +298,8 @@ func (d *Driver) Template(spec sandbox.Spec) (HostTemplate, error) {
 // policy: /etc/hostname, /etc/hosts and /etc/resolv.conf, path → content.
 func (d *Driver) NameFiles(spec sandbox.Spec) map[string]string {
 	out := map[string]string{}
-	for _, f := range etcFiles(sandboxHostname, false, d.resolver(spec)) {
+	for _, f := range etcFiles(guest.Hostname, false, d.resolver(spec)) {
 		out[f.Path] = f.Content
 	}
 	return out
 }
-
-// InitUID is the sandbox uid a locked-down init runs as (no command ever does): a level that
-// gives init a control socket to dial (Launcher.Control) makes it reachable by this uid alone.
-const InitUID = initUID
-
-// ControlEnv names the variable of init's environment that holds the path, in the sandbox, of the
-// control socket to dial (Launcher.Control).
-const ControlEnv = controlEnv
-
-// Hostname is every sandbox's host name.
-const Hostname = sandboxHostname

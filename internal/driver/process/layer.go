@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 )
 
 var _ driver.Layerer = (*Sandbox)(nil)
@@ -31,7 +32,7 @@ func (s *Sandbox) Layer(ctx context.Context) (driver.Layer, error) {
 	if err := s.holdLayer(ctx, "layer"); err != nil {
 		return driver.Layer{}, err
 	}
-	return driver.Layer{Dir: fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), Layout: LayerLayout, Lowers: s.lowers}, nil
+	return driver.Layer{Dir: fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), Layout: guest.LayerLayout, Lowers: s.lowers}, nil
 }
 
 // holdLayer makes s.layer init's clone of the writable layer, asking init for it the first time;

@@ -12,16 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/fsroot"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
-
-// LayerLayout is what of the process level's writable layer a snapshot holds: the root's skeleton
-// and writable directories (host template), an overlay's upper directory (image, rootfs) and
-// /dev/shm. oldroot, work and the lower layers' mount points are setup's own.
-var LayerLayout = snapshot.Layout{
-	Top: []string{"newroot", "upper", "shm"},
-	At:  map[string]string{"newroot": "/", "upper": "/", "shm": "/dev/shm"},
-}
 
 // layerFd is init's clone of the writable layer (see buildRoot), -1 for a container's init.
 var layerFd = -1
@@ -40,7 +33,7 @@ const staging = "/tmp"
 //
 // The writable directories (/tmp, /workspace, ...) live in the same tmpfs, so one cap covers every
 // byte a sandbox can write.
-func buildRoot(c *initConfig, fds []int) error {
+func buildRoot(c *guest.Config, fds []int) error {
 	// Mount sources arrive as detached mount trees the driver cloned (see openSources).
 	src := func(i int) (int, error) {
 		if i < 0 || i >= len(fds) {
@@ -62,7 +55,7 @@ func buildRoot(c *initConfig, fds []int) error {
 			return err
 		}
 		unix.SetNonblock(fd, false)
-		if _, err := snapshot.ExtractLayer(fdReader(fd), staging, snapshot.ExtractOptions{Layout: LayerLayout}); err != nil {
+		if _, err := snapshot.ExtractLayer(fdReader(fd), staging, snapshot.ExtractOptions{Layout: guest.LayerLayout}); err != nil {
 			return fmt.Errorf("restore the snapshot's layer: %w", err)
 		}
 	}
@@ -119,7 +112,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		}
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.Symlink(l.Target, p); err != nil && !os.IsExist(err) {
-			return fmt.Errorf("symlink %s: %w", l.Path, err)
+			return fmt.Errorf("guest.Symlink %s: %w", l.Path, err)
 		}
 	}
 	for _, d := range r.Dirs {
@@ -215,7 +208,7 @@ func (f fdReader) Read(p []byte) (int, error) {
 	}
 }
 
-func writableDir(d writeDir, selfBind bool) error {
+func writableDir(d guest.WriteDir, selfBind bool) error {
 	p, err := fsroot.ResolveIn("/newroot", d.Path)
 	if err != nil {
 		return err
@@ -249,7 +242,7 @@ func modeBits(m uint32) os.FileMode {
 	return fm
 }
 
-func bind(b bindMount, tree int) error {
+func bind(b guest.BindMount, tree int) error {
 	dst, err := fsroot.ResolveIn("/newroot", b.Dst)
 	if err != nil {
 		return err

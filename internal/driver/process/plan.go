@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -27,26 +28,22 @@ var hostEtc = []string{"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.
 	"ca-certificates", "ca-certificates.conf", "localtime", "timezone", "mime.types", "protocols",
 	"services", "terminfo", "inputrc", "magic", "gai.conf"}
 
-// sandboxHostname is every sandbox's host name; /etc/hosts resolves it, so it is the same for
-// all and the generated /etc can be shared.
-const sandboxHostname = "sandbox"
-
 // hostTemplate is the part of a host-template plan that depends only on the host; the driver
 // computes it once.
 type hostTemplate struct {
-	binds    []bindMount // the system directories
-	hidden   []string    // directories in them covered by an empty one (hostHidden the host has)
-	extra    []bindMount // the operator's paths (Config.HostPaths), over the hidden ones
-	symlinks []symlink
+	binds    []guest.BindMount // the system directories
+	hidden   []string          // directories in them covered by an empty one (hostHidden the host has)
+	extra    []guest.BindMount // the operator's paths (Config.HostPaths), over the hidden ones
+	symlinks []guest.Symlink
 	etc      []string // host /etc entries copied into the generated /etc
 }
 
 // mounts are the template's binds in the order they are made: the system directories, the
 // hidden directories' empty covers, the operator's paths.
-func (t hostTemplate) mounts() []bindMount {
-	out := append([]bindMount{}, t.binds...)
+func (t hostTemplate) mounts() []guest.BindMount {
+	out := append([]guest.BindMount{}, t.binds...)
 	for _, h := range t.hidden {
-		out = append(out, bindMount{Dst: h, Empty: true, ReadOnly: true, Dir: true})
+		out = append(out, guest.BindMount{Dst: h, Empty: true, ReadOnly: true, Dir: true})
 	}
 	return append(out, t.extra...)
 }
@@ -65,9 +62,9 @@ func probeHostTemplate(paths []string) (hostTemplate, error) {
 			if err != nil {
 				return t, err
 			}
-			t.symlinks = append(t.symlinks, symlink{Path: p, Target: target})
+			t.symlinks = append(t.symlinks, guest.Symlink{Path: p, Target: target})
 		case fi.IsDir():
-			t.binds = append(t.binds, bindMount{Src: p, Dst: p, ReadOnly: true, Dir: true})
+			t.binds = append(t.binds, guest.BindMount{Src: p, Dst: p, ReadOnly: true, Dir: true})
 		}
 	}
 	for _, h := range hostHidden {
@@ -84,7 +81,7 @@ func probeHostTemplate(paths []string) (hostTemplate, error) {
 		if err != nil {
 			return t, fmt.Errorf("hostTemplate.paths: %w", err)
 		}
-		t.extra = append(t.extra, bindMount{Src: real, Dst: p, ReadOnly: true, Dir: fi.IsDir()})
+		t.extra = append(t.extra, guest.BindMount{Src: real, Dst: p, ReadOnly: true, Dir: fi.IsDir()})
 	}
 	for _, e := range hostEtc {
 		if _, err := os.Lstat("/etc/" + e); err == nil {
@@ -102,9 +99,9 @@ func probeHostTemplate(paths []string) (hostTemplate, error) {
 
 // plan turns a validated spec into init's configuration.
 // lowers, when given, are an image's layers, top first.
-func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfig, error) {
-	c := &initConfig{
-		Hostname:  sandboxHostname,
+func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*guest.Config, error) {
+	c := &guest.Config{
+		Hostname:  guest.Hostname,
 		NoFile:    uint64(spec.Resources.MaxOpenFiles),
 		DiskBytes: spec.Resources.DiskMB << 20,
 		Landlock:  d.landlockABI > 0,
@@ -140,16 +137,16 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
 		}
 		r.Binds = append(r.Binds, d.host.mounts()...)
-		r.Binds = append(r.Binds, bindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
+		r.Binds = append(r.Binds, guest.BindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
 		r.Symlinks = append(r.Symlinks, d.host.symlinks...)
 	}
-	r.Dirs = []writeDir{
+	r.Dirs = []guest.WriteDir{
 		{Path: "/tmp", Mode: 0o1777},
 		{Path: "/workspace", Mode: 0o755, UID: c.UID},
 		{Path: home, Mode: 0o700, UID: c.UID},
 	}
 	if spec.Workdir != "/workspace" && spec.Workdir != home && spec.Workdir != "/tmp" {
-		r.Dirs = append(r.Dirs, writeDir{Path: spec.Workdir, Mode: 0o755, UID: c.UID})
+		r.Dirs = append(r.Dirs, guest.WriteDir{Path: spec.Workdir, Mode: 0o755, UID: c.UID})
 	}
 	for i, m := range spec.Binds {
 		b, err := userBind(fmt.Sprintf("binds[%d]", i), m)
@@ -163,7 +160,7 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 		if bound, err := writablePath(field, p, r); err != nil {
 			return nil, err
 		} else if !bound {
-			r.Dirs = append(r.Dirs, writeDir{Path: p, Mode: 0o755, UID: c.UID})
+			r.Dirs = append(r.Dirs, guest.WriteDir{Path: p, Mode: 0o755, UID: c.UID})
 		}
 	}
 	r.ReadOnly = spec.Filesystem.ReadOnly
@@ -175,7 +172,7 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*initConfi
 // writablePath refuses a readWrite path that a read-only mount would cover (the host template's
 // directories and read-only volumes are not the sandbox's to write), and reports one inside a
 // writable bind, which is writable already.
-func writablePath(field, p string, r *rootPlan) (bound bool, err error) {
+func writablePath(field, p string, r *guest.RootPlan) (bound bool, err error) {
 	for _, b := range r.Binds {
 		if p != b.Dst && !strings.HasPrefix(p, b.Dst+"/") {
 			continue
@@ -190,32 +187,32 @@ func writablePath(field, p string, r *rootPlan) (bound bool, err error) {
 
 // userBind is a host path the operator binds into the sandbox (airlock run --ro/--rw, or a
 // volume the daemon granted).
-func userBind(field string, m sandbox.Bind) (bindMount, error) {
+func userBind(field string, m sandbox.Bind) (guest.BindMount, error) {
 	real, err := filepath.EvalSymlinks(m.Host)
 	if err != nil {
-		return bindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
+		return guest.BindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
 	}
 	st, err := os.Stat(real)
 	if err != nil {
-		return bindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
+		return guest.BindMount{}, errdefs.Invalid(field, "host path %q: %v", m.Host, err)
 	}
-	return bindMount{Src: real, Dst: m.Path, ReadOnly: m.ReadOnly, Dir: st.IsDir()}, nil
+	return guest.BindMount{Src: real, Dst: m.Path, ReadOnly: m.ReadOnly, Dir: st.IsDir()}, nil
 }
 
 // landRules is the Landlock view of the same filesystem: everything readable and executable,
 // writes only where the mounts allow them. It is a second wall should a mount be misconfigured.
-func landRules(c *initConfig, spec sandbox.Spec) []landRule {
+func landRules(c *guest.Config, spec sandbox.Spec) []guest.LandRule {
 	if len(c.Root.Lowers) > 0 {
 		// A directory rootfs is writable throughout (copy-on-write into the layer).
-		return []landRule{{Path: "/", Write: true}}
+		return []guest.LandRule{{Path: "/", Write: true}}
 	}
-	rules := []landRule{{Path: "/", Write: false}, {Path: "/dev", Write: true}, {Path: "/proc", Write: true}}
+	rules := []guest.LandRule{{Path: "/", Write: false}, {Path: "/dev", Write: true}, {Path: "/proc", Write: true}}
 	for _, d := range c.Root.Dirs {
-		rules = append(rules, landRule{Path: d.Path, Write: true})
+		rules = append(rules, guest.LandRule{Path: d.Path, Write: true})
 	}
 	for _, b := range c.Root.Binds {
 		if !b.ReadOnly {
-			rules = append(rules, landRule{Path: b.Dst, Write: true})
+			rules = append(rules, guest.LandRule{Path: b.Dst, Write: true})
 		}
 	}
 	return rules
@@ -223,22 +220,22 @@ func landRules(c *initConfig, spec sandbox.Spec) []landRule {
 
 // etcFiles generates the sandbox's /etc: accounts for root and agent only, and name resolution
 // for the sandbox's own names. With a directory rootfs the image keeps its accounts.
-func etcFiles(host string, accounts bool, resolver string) []plainFile {
+func etcFiles(host string, accounts bool, resolver string) []guest.PlainFile {
 	resolv := "# airlock: egress policy none, no name server\n"
 	if resolver != "" {
 		resolv = "# airlock answers every query of this sandbox, by its network policy\nnameserver " + resolver + "\noptions ndots:1 timeout:2 attempts:2\n"
 	}
-	files := []plainFile{
+	files := []guest.PlainFile{
 		{Path: "/etc/hostname", Content: host + "\n", Mode: 0o644},
 		{Path: "/etc/hosts", Mode: 0o644, Content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
 		{Path: "/etc/resolv.conf", Mode: 0o644, Content: resolv},
 	}
 	if accounts {
 		files = append(files,
-			plainFile{Path: "/etc/passwd", Mode: 0o644, Content: "root:x:0:0:root:/root:/bin/sh\n" +
+			guest.PlainFile{Path: "/etc/passwd", Mode: 0o644, Content: "root:x:0:0:root:/root:/bin/sh\n" +
 				"agent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-			plainFile{Path: "/etc/group", Mode: 0o644, Content: "root:x:0:\ntty:x:5:\nagent:x:1000:\nnogroup:x:65534:\n"},
-			plainFile{Path: "/etc/nsswitch.conf", Mode: 0o644, Content: "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
+			guest.PlainFile{Path: "/etc/group", Mode: 0o644, Content: "root:x:0:\ntty:x:5:\nagent:x:1000:\nnogroup:x:65534:\n"},
+			guest.PlainFile{Path: "/etc/nsswitch.conf", Mode: 0o644, Content: "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
 		)
 	}
 	return files

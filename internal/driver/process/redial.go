@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 )
 
 // A sandbox whose kernel can be saved and restored (gVisor's checkpoint) cannot hold host
@@ -32,13 +33,6 @@ import (
 //   - every exec's standard streams are relayed by init through pipes of the sandbox's own kernel
 //     (stdioRelay), so that commands, and the background processes they leave, never hold a host
 //     descriptor; init itself lets go of the host's ends before a save (msgQuiesce).
-
-// controlEnv names, in init's environment, the path of the control socket to dial.
-const controlEnv = "AIRLOCK_CONTROL"
-
-// redialWindow is how long init keeps dialling after its control socket broke before it gives up,
-// and the sandbox ends: a driver that is gone for good (the daemon was killed) does not come back.
-const redialWindow = 10 * time.Second
 
 // dialControl connects to the control socket at path.
 func dialControl(path string) (int, error) {
@@ -58,13 +52,13 @@ func dialControl(path string) (int, error) {
 func (srv *initServer) redial() bool {
 	unix.Close(srv.ctl.fd)
 	srv.ctl.fd = -1
-	for deadline := time.Now().Add(redialWindow); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(guest.RedialWindow); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		fd, err := dialControl(srv.dial)
 		if err != nil {
 			continue
 		}
 		c := initConn{fd: fd}
-		if c.send(&message{Kind: msgHello, Token: srv.token}) != nil {
+		if c.send(&guest.Message{Kind: guest.MsgHello, Token: srv.token}) != nil {
 			unix.Close(fd)
 			continue
 		}
@@ -78,7 +72,7 @@ func (srv *initServer) redial() bool {
 // relayed streams. A command still running refuses it: its streams are its exec's.
 func (srv *initServer) quiesce(id string) {
 	for _, r := range srv.procs {
-		srv.ctl.send(&message{Kind: msgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
+		srv.ctl.send(&guest.Message{Kind: guest.MsgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
 		return
 	}
 	srv.relayMu.Lock()
@@ -87,7 +81,7 @@ func (srv *initServer) quiesce(id string) {
 	}
 	srv.relays = map[*stdioRelay]bool{}
 	srv.relayMu.Unlock()
-	srv.ctl.send(&message{Kind: msgQuiesce, ID: id})
+	srv.ctl.send(&guest.Message{Kind: guest.MsgQuiesce, ID: id})
 }
 
 // stdioRelay copies one exec's standard streams between the descriptors the driver sent (host
@@ -230,7 +224,7 @@ func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, erro
 		case <-ctx.Done():
 		}
 	}()
-	buf := make([]byte, maxReply)
+	buf := make([]byte, guest.MaxReply)
 	for {
 		c, err := l.AcceptUnix()
 		if err != nil {
@@ -246,9 +240,9 @@ func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, erro
 		cc := newUnixConn(c)
 		m, err := cc.recv(buf)
 		if err == nil {
-			m.closeFiles()
+			m.CloseFiles()
 		}
-		if err == nil && m.Kind == msgHello && subtle.ConstantTimeCompare([]byte(m.Token), []byte(token)) == 1 {
+		if err == nil && m.Kind == guest.MsgHello && subtle.ConstantTimeCompare([]byte(m.Token), []byte(token)) == 1 {
 			c.SetReadDeadline(time.Time{})
 			return c, nil
 		}
@@ -263,7 +257,7 @@ func (s *Sandbox) rejoin() bool {
 	if s.ext == nil || s.ext.Control == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redialWindow+time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), guest.RedialWindow+time.Second)
 	defer cancel()
 	c, err := s.accept(ctx, s.token)
 	if err != nil || !s.ctl.swap(c) {
@@ -296,7 +290,7 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 		return false, fmt.Errorf("snapshot: an exec is running in sandbox %s, and a snapshot with memory is taken between execs; wait for it, or ask for files only (memory: false): %w", s.id, errdefs.ErrConflict)
 	}
 	defer s.gate.Unlock()
-	if _, err := s.request(ctx, msgQuiesce); err != nil {
+	if _, err := s.request(ctx, guest.MsgQuiesce); err != nil {
 		return false, fmt.Errorf("snapshot: %w: %w", err, errdefs.ErrConflict)
 	}
 	rejoined := s.nextRejoin()
@@ -308,7 +302,7 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 	case <-rejoined:
 	case <-s.done:
 		return false, fmt.Errorf("snapshot: sandbox %s ended while it was saved: %w", s.id, errdefs.ErrConflict)
-	case <-time.After(redialWindow):
+	case <-time.After(guest.RedialWindow):
 		return false, fmt.Errorf("snapshot: init of sandbox %s did not come back after the save", s.id)
 	}
 	if err != nil {
@@ -322,7 +316,7 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 
 // request sends init a message of kind and waits for its answer of the same kind, which it
 // returns with the descriptors it brought; an error answer is an error.
-func (s *Sandbox) request(ctx context.Context, kind string) (*message, error) {
+func (s *Sandbox) request(ctx context.Context, kind string) (*guest.Message, error) {
 	return s.ask(ctx, kind, kind)
 }
 
@@ -330,9 +324,9 @@ func (s *Sandbox) request(ctx context.Context, kind string) (*message, error) {
 var requests atomic.Int64
 
 // ask sends init a message of kind and waits for its answer, of kind answer.
-func (s *Sandbox) ask(ctx context.Context, kind, answer string) (*message, error) {
+func (s *Sandbox) ask(ctx context.Context, kind, answer string) (*guest.Message, error) {
 	id := fmt.Sprintf("%s-%d", kind, requests.Add(1))
-	reply := make(chan *message, 1)
+	reply := make(chan *guest.Message, 1)
 	s.mu.Lock()
 	s.waiters[id] = reply
 	s.mu.Unlock()
@@ -341,13 +335,13 @@ func (s *Sandbox) ask(ctx context.Context, kind, answer string) (*message, error
 		delete(s.waiters, id)
 		s.mu.Unlock()
 	}()
-	if err := s.ctl.send(&message{Kind: kind, ID: id}); err != nil {
+	if err := s.ctl.send(&guest.Message{Kind: kind, ID: id}); err != nil {
 		return nil, fmt.Errorf("init is gone: %w", err)
 	}
 	select {
 	case m := <-reply:
 		if m.Kind != answer {
-			m.closeFiles()
+			m.CloseFiles()
 			return nil, errors.New(m.Error)
 		}
 		return m, nil

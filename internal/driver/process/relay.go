@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/guest"
 )
 
 // A terminal made in a sandbox whose kernel is its own (gVisor) is that kernel's object: its
@@ -60,9 +60,9 @@ func (r *relay) start() {
 	}()
 	go func() {
 		defer close(in)
-		w := &lastByte{w: r.master}
+		w := &guest.LastByte{W: r.master}
 		if _, err := io.Copy(w, r.sock); err == nil {
-			typeEOF(r.master, w)
+			guest.TypeEOF(r.master, w)
 		}
 	}()
 	go func() {
@@ -92,37 +92,5 @@ func copyAll(dst io.Writer, src io.Reader) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-// typeEOF ends a terminal's input as a user would, with its EOF character (^D): once after a
-// partial line, which it ends, and once more to end the input. A terminal in raw mode gets
-// nothing: the program reading it decides what ends its input.
-func typeEOF(master *os.File, w *lastByte) {
-	rc, err := master.SyscallConn()
-	if err != nil {
-		return
-	}
-	var t *unix.Termios
-	cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
-	if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
-		return
-	}
-	eof := []byte{t.Cc[unix.VEOF]}
-	if w.n > 0 && w.last != '\n' {
-		master.Write(eof)
-	}
-	master.Write(eof)
-}
-
-// setWinsize sets a terminal's size; its kernel sends SIGWINCH to its foreground process group.
-func setWinsize(master *os.File, ws sandbox.Winsize) {
-	if ws.Rows == 0 || ws.Cols == 0 {
-		return
-	}
-	if rc, err := master.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
-		})
 	}
 }

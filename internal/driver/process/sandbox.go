@@ -15,6 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -42,7 +43,7 @@ type Sandbox struct {
 	uids    uidalloc.Range  // the host ids the sandbox's ids 0..65535 are mapped to
 
 	mu       sync.Mutex // guards waiters, and delivery to them (see readLoop); and rejoined
-	waiters  map[string]chan *message
+	waiters  map[string]chan *guest.Message
 	rejoined chan struct{} // closed, and replaced, whenever init dials its control socket again
 
 	token string       // what init presents when it dials its control socket again (Launcher.Control)
@@ -86,10 +87,10 @@ func (s *Sandbox) Done() <-chan struct{} { return s.done }
 // readLoop routes init's messages to the exec waiting for them.
 func (s *Sandbox) readLoop() {
 	defer close(s.done)
-	buf := make([]byte, maxReply)
+	buf := make([]byte, guest.MaxReply)
 	for {
 		m, err := s.ctl.recv(buf)
-		if errors.Is(err, errMalformed) {
+		if errors.Is(err, guest.ErrMalformed) {
 			s.d.log.Warn("dropped a malformed message from init", "sandbox", s.id, "err", err)
 			continue
 		}
@@ -121,7 +122,7 @@ func (s *Sandbox) readLoop() {
 		}
 		s.mu.Unlock()
 		if !ok {
-			m.closeFiles()
+			m.CloseFiles()
 		}
 	}
 }
@@ -226,7 +227,7 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 		MemoryPeakBytes:  st.MemoryPeakBytes,
 		MemoryLimitBytes: r.MemoryMB << 20,
 		Pids:             st.Pids,
-		PidsLimit:        r.MaxProcesses + initTasks,
+		PidsLimit:        r.MaxProcesses + guest.InitTasks,
 	}
 	if s.ext != nil {
 		u.PidsLimit = s.ext.PidsLimit

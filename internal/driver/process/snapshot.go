@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -54,7 +55,7 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 		defer s.cg.Thaw(context.WithoutCancel(ctx))
 	}
 	_, err := snapshot.WriteLayer(w, fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), snapshot.WriteOptions{
-		Layout: LayerLayout, SandboxID: s.uids.SandboxID,
+		Layout: guest.LayerLayout, SandboxID: s.uids.SandboxID,
 	})
 	return false, err
 }
@@ -65,15 +66,15 @@ func (s *Sandbox) SavesMemory() bool { return s.ext != nil && s.ext.Control != n
 
 // fetchLayer asks init for its clone of the writable layer.
 func (s *Sandbox) fetchLayer(ctx context.Context) (*os.File, error) {
-	m, err := s.request(ctx, msgLayer)
+	m, err := s.request(ctx, guest.MsgLayer)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	if len(m.files) != 1 {
-		m.closeFiles()
+	if len(m.Files) != 1 {
+		m.CloseFiles()
 		return nil, fmt.Errorf("snapshot: init did not hand over the layer")
 	}
-	return m.files[0], nil
+	return m.Files[0], nil
 }
 
 // Restore implements driver.Restorer: Create, with init extracting the layer from a pipe the

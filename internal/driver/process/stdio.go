@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -132,14 +133,14 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
 	s.readers = []*os.File{master}
 	s.startPumps([]io.Writer{s.out[0]})
 	go func() {
-		w := &lastByte{w: master}
+		w := &guest.LastByte{W: master}
 		if in != nil {
 			if _, err := io.Copy(w, in); err != nil {
 				return
 			}
 		}
 		if !relayed {
-			typeEOF(master, w)
+			guest.TypeEOF(master, w)
 			return
 		}
 		if rc, err := master.SyscallConn(); err == nil {
@@ -148,26 +149,10 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
 	}()
 }
 
-// lastByte remembers the last byte written through it.
-type lastByte struct {
-	w    io.Writer
-	n    int64
-	last byte
-}
-
-func (l *lastByte) Write(p []byte) (int, error) {
-	n, err := l.w.Write(p)
-	if n > 0 {
-		l.n += int64(n)
-		l.last = p[n-1]
-	}
-	return n, err
-}
-
 // resize sets the terminal's size (a relayed terminal's is set by init: msgResize).
 func (s *stdio) resize(ws sandbox.Winsize) {
 	if s.tty != nil && !s.relayed {
-		setWinsize(s.tty, ws)
+		guest.SetWinsize(s.tty, ws)
 	}
 }
 
