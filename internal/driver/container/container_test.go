@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -26,8 +27,8 @@ import (
 
 func TestMain(m *testing.M) {
 	// This test binary is also every container's init (bound in at /.airlock/airlock-init).
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	goleak.VerifyTestMain(m)
 }

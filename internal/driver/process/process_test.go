@@ -19,14 +19,15 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
 	// This test binary is also every sandbox's init (the driver re-executes /proc/self/exe).
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	goleak.VerifyTestMain(m)
 }

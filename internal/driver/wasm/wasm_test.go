@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -27,8 +28,8 @@ var cacheDir string
 func TestMain(m *testing.M) {
 	// This test binary is also every jail's init and every worker (the process level re-executes
 	// /proc/self/exe as init; the worker binary is this executable).
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	if wasm.IsWorker() {
 		wasm.Worker()

@@ -1,4 +1,4 @@
-package process
+package pid1
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ import (
 
 // A terminal made in a sandbox whose kernel is its own (gVisor) is that kernel's object: its
 // master cannot be handed to the host over the control socket as a descriptor, as pipes and
-// sockets made by the host can. There the driver sends a socket instead, and init relays between
-// it and the master; the driver reads and writes the socket as it would the master, sends resizes
-// as messages (msgResize), and ends the input by shutting the socket's write side.
+// sockets made by the host can. There the host sends a socket instead, and init relays between
+// it and the master; the host reads and writes the socket as it would the master, sends resizes
+// as messages (guest.MsgResize), and ends the input by shutting the socket's write side.
 
 // relay is one terminal's relay, in init.
 type relay struct {
@@ -45,7 +45,7 @@ func newRelay(master, sock int) (*relay, error) {
 }
 
 // start copies the terminal's output to the socket until the master reads EIO (the last process
-// holding its slave has gone), then shuts the socket's write side: the driver's EOF. Input is
+// holding its slave has gone), then shuts the socket's write side: the host's EOF. Input is
 // typed into the terminal, and the socket's EOF typed as the terminal's EOF (typeEOF). Both
 // copies run on goroutines of their own, which do nothing else: init's thread stays the one that
 // starts commands.
@@ -67,7 +67,7 @@ func (r *relay) start() {
 	}()
 	go func() {
 		<-out
-		// The command is over; the driver closes its end when the exec ends.
+		// The command is over; the host closes its end when the exec ends.
 		<-in
 		r.close()
 	}()

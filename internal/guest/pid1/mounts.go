@@ -1,4 +1,4 @@
-package process
+package pid1
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ const staging = "/tmp"
 // The writable directories (/tmp, /workspace, ...) live in the same tmpfs, so one cap covers every
 // byte a sandbox can write.
 func buildRoot(c *guest.Config, fds []int) error {
-	// Mount sources arrive as detached mount trees the driver cloned (see openSources).
+	// Mount sources arrive as detached mount trees the host cloned (the host's openSources).
 	src := func(i int) (int, error) {
 		if i < 0 || i >= len(fds) {
 			return 0, fmt.Errorf("mount source %d: no such descriptor", i)
@@ -60,7 +60,7 @@ func buildRoot(c *guest.Config, fds []int) error {
 		}
 	}
 	// A detached clone of the layer alone (none of the mounts later made on it), which init
-	// keeps for the driver to snapshot the layer from (msgLayer).
+	// keeps for the host to snapshot the layer from (guest.MsgLayer).
 	layer, err := unix.OpenTree(unix.AT_FDCWD, staging, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("clone the writable layer: %w", err)
@@ -259,7 +259,7 @@ func bind(b guest.BindMount, tree int) error {
 	if err != nil {
 		return fmt.Errorf("mount point %s: %w", b.Dst, err)
 	}
-	// The tree comes read-only (or not), nosuid and nodev from the driver.
+	// The tree comes read-only (or not), nosuid and nodev from the host.
 	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach %s at %s: %w", b.Src, b.Dst, err)
 	}

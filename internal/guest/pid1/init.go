@@ -1,4 +1,4 @@
-package process
+package pid1
 
 import (
 	"errors"
@@ -23,18 +23,18 @@ import (
 // IsInit reports whether this process was started as a sandbox's init.
 func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == guest.Arg0 }
 
-// Init runs the sandbox's PID 1 and never returns. main (and TestMain of tests that start
+// Run runs the sandbox's PID 1 and never returns. main (and TestMain of tests that start
 // sandboxes) calls it first thing when IsInit() is true.
 //
 // Everything that shapes what a command inherits — namespace membership of the thread, Landlock,
 // no_new_privs, capabilities, seccomp — is per thread in Linux, so init does all of its work on
 // one locked OS thread, starts every command from it, and runs no other goroutines.
-func Init() {
+func Run() {
 	runtime.LockOSThread()
-	os.Exit(runInit())
+	os.Exit(run())
 }
 
-func runInit() int {
+func run() int {
 	// Nothing init holds may reach a command but what it is handed: the control socket (which
 	// would let a command read other execs' requests and their descriptors) and whatever the
 	// airlock process inherited and did not mark close-on-exec.
@@ -63,7 +63,7 @@ func runInit() int {
 		return 1
 	}
 	c := m.Config
-	// The root filesystem is built while the driver moves us into the sandbox's cgroup.
+	// The root filesystem is built while the host moves us into the sandbox's cgroup.
 	var pids *guestCgroup
 	if err == nil && c.GuestPids > 0 {
 		pids, err = newGuestCgroup(c.GuestPids)
@@ -265,17 +265,17 @@ type running struct {
 // zombie: init reaps on every wake-up and at least this often (ms).
 const orphanPoll = 200
 
-// serve runs commands until the driver closes the control socket, then returns; init's exit takes
+// serve runs commands until the host closes the control socket, then returns; init's exit takes
 // every process in the sandbox with it (the kernel kills a PID namespace with its PID 1).
 // user is whom init starts commands as.
 type user struct{ uid, gid int }
 
-// initServer is a locked-down init serving its driver.
+// initServer is a locked-down init serving its host.
 type initServer struct {
 	ctl    initConn
 	buf    []byte
 	listen int           // the adoption socket, or -1
-	grace  time.Duration // how long to wait for a new driver after the last went away
+	grace  time.Duration // how long to wait for a new host after the last went away
 	as     user
 	guest  *guestCgroup // the process limit, when the sandbox's kernel enforces it (gVisor)
 	procs  map[int]running
@@ -288,7 +288,7 @@ type initServer struct {
 
 func (srv *initServer) serve() {
 	ctl, buf, listen, grace, procs := &srv.ctl, srv.buf, srv.listen, srv.grace, srv.procs
-	var orphaned time.Time // when the driver went away, while no other has connected
+	var orphaned time.Time // when the host went away, while no other has connected
 	for {
 		fds := make([]unix.PollFd, 0, 2+len(procs))
 		ctlAt, listenAt := -1, -1
@@ -308,7 +308,7 @@ func (srv *initServer) serve() {
 		}
 		srv.reap()
 		srv.guest.sample()
-		// A new driver (the daemon, restarted) takes the sandbox over; it is checked before the
+		// A new host (the daemon, restarted) takes the sandbox over; it is checked before the
 		// grace, so that one that connected in time is never turned away.
 		if listenAt >= 0 && fds[listenAt].Revents != 0 {
 			if nfd, _, err := unix.Accept4(listen, unix.SOCK_CLOEXEC); err == nil {
@@ -338,7 +338,7 @@ func (srv *initServer) serve() {
 			if listen < 0 {
 				return
 			}
-			// The driver is gone (the daemon died): keep the sandbox for a while, for it to
+			// The host is gone (the daemon died): keep the sandbox for a while, for it to
 			// come back and adopt it.
 			unix.Close(ctl.fd)
 			ctl.fd, orphaned = -1, time.Now()
@@ -386,7 +386,7 @@ func (srv *initServer) serve() {
 // reap collects every child that has exited — commands and orphans alike — and reports the
 // commands' ends.
 func (srv *initServer) reap() {
-	// Commands first: their ends are what the driver waits for, and a sandbox full of exiting
+	// Commands first: their ends are what the host waits for, and a sandbox full of exiting
 	// orphans (a fork bomb being killed, say) must not hold them up.
 	for pid, r := range srv.procs {
 		var ws syscall.WaitStatus
@@ -396,7 +396,7 @@ func (srv *initServer) reap() {
 		}
 	}
 	// Then orphans, for a bounded time per wake-up: in a sandbox starved of CPU (a fork bomb in
-	// gVisor, say) each wait can take long, and the driver's next message (the kill) must wait.
+	// gVisor, say) each wait can take long, and the host's next message (the kill) must wait.
 	for deadline := time.Now().Add(reapBudget); time.Now().Before(deadline); {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
