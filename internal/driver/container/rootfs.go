@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/fsroot"
 	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -85,7 +85,7 @@ var writable = []string{"/tmp", "/workspace"}
 
 // assemble builds the root filesystem on the host. lowers are an image's layer directories, top
 // first; none means the host template t.
-func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []string, nameFiles map[string]string, initPath string, hostID func(int) int) error {
+func (b *bundle) assemble(spec sandbox.Spec, t hosttemplate.Template, lowers []string, nameFiles map[string]string, initPath string, hostID func(int) int) error {
 	if err := os.MkdirAll(b.layer, 0o711); err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 // hostPaths covers the template's hidden directories with an empty one, binds the operator's
 // paths over them (or elsewhere, their mount points made in the base), and makes the covers
 // read-only.
-func (b *bundle) hostPaths(t process.HostTemplate) error {
+func (b *bundle) hostPaths(t hosttemplate.Template) error {
 	var covers []string
 	for _, h := range t.Hidden {
 		p, err := fsroot.ResolveIn(b.rootfs, h)
@@ -280,7 +280,7 @@ func (b *bundle) hostPaths(t process.HostTemplate) error {
 }
 
 // skeleton makes the host template's mount points and merged-/usr links in dir.
-func skeleton(dir string, t process.HostTemplate) error {
+func skeleton(dir string, t hosttemplate.Template) error {
 	for _, d := range append(append([]string{}, t.Dirs...), "/etc", "/proc", "/dev/shm", "/dev/pts") {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
@@ -297,7 +297,7 @@ func skeleton(dir string, t process.HostTemplate) error {
 // writablePath refuses a readWrite path that a read-only mount covers (the host template's
 // directories and /etc, read-only binds), and reports one inside a writable bind, which is
 // writable already.
-func writablePath(field, p string, spec sandbox.Spec, t process.HostTemplate, hostTemplate bool) (bound bool, err error) {
+func writablePath(field, p string, spec sandbox.Spec, t hosttemplate.Template, hostTemplate bool) (bound bool, err error) {
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	if hostTemplate {
 		for _, d := range append(append([]string{}, t.Dirs...), "/etc") {

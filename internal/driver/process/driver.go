@@ -28,6 +28,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -82,15 +83,12 @@ type Driver struct {
 	log         *slog.Logger
 	caps        driver.Capabilities
 	cgroups     *cgroups.Layout // nil when unavailable
-	host        hostTemplate
+	host        *hosttemplate.Host
 	landlockABI int
 
 	filterDone chan struct{} // closed when filter is compiled
 	filter     []byte        // the seccomp program every sandbox gets, 8 bytes per instruction
 	filterErr  error
-
-	etcMu   sync.Mutex        // guards etcDirs
-	etcDirs map[string]string // the host template's /etc by name server, built once per process
 
 	uids     *uidalloc.Pool // the host uid ranges of sandboxes; nil when unusable (uidsErr)
 	uidsErr  error

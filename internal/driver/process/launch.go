@@ -16,6 +16,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
@@ -255,51 +256,13 @@ func (s *Sandbox) layerPath() string {
 // hostID is the host uid owning files the sandbox's user uid creates.
 func (s *Sandbox) hostID(uid int) int { return s.uids.HostID(uid) }
 
-// HostTemplate is the host template of SPEC §3 for a level that assembles it another way: the
-// host directories bound read-only at the same path, the directories in them to cover with an
-// empty read-only one, the operator's paths to bind read-only over those, the merged-/usr
-// symlinks, and the generated /etc for spec's network (a directory to bind read-only at /etc).
-type HostTemplate struct {
-	Dirs     []string
-	Hidden   []string
-	Paths    []HostPath
-	Symlinks map[string]string // path → target
-	Etc      string
-}
-
-// HostPath is an operator's path of the host template: host path Src (symlinks resolved) bound
-// read-only at Dst.
-type HostPath struct {
-	Src, Dst string
-	Dir      bool
-}
-
-// Template returns the host template for spec.
-func (d *Driver) Template(spec sandbox.Spec) (HostTemplate, error) {
-	etc, err := d.etcTemplate(d.resolver(spec))
-	if err != nil {
-		return HostTemplate{}, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
-	}
-	t := HostTemplate{Etc: etc, Symlinks: map[string]string{}}
-	for _, b := range d.host.binds {
-		t.Dirs = append(t.Dirs, b.Src)
-	}
-	t.Hidden = d.host.hidden
-	for _, b := range d.host.extra {
-		t.Paths = append(t.Paths, HostPath{Src: b.Src, Dst: b.Dst, Dir: b.Dir})
-	}
-	for _, l := range d.host.symlinks {
-		t.Symlinks[l.Path] = l.Target
-	}
-	return t, nil
+// Template returns the host template for spec (its /etc names spec's resolver).
+func (d *Driver) Template(spec sandbox.Spec) (hosttemplate.Template, error) {
+	return d.host.Template(d.resolver(spec))
 }
 
 // NameFiles are the files that make a root filesystem of an image resolve names by spec's network
 // policy: /etc/hostname, /etc/hosts and /etc/resolv.conf, path → content.
 func (d *Driver) NameFiles(spec sandbox.Spec) map[string]string {
-	out := map[string]string{}
-	for _, f := range etcFiles(guest.Hostname, false, d.resolver(spec)) {
-		out[f.Path] = f.Content
-	}
-	return out
+	return hosttemplate.NameFiles(d.resolver(spec))
 }

@@ -4,98 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
-
-// hostSystemDirs are the host directories the host template binds read-only (or recreates as
-// symlinks where the host has merged /usr).
-var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
-
-// hostHidden are host directories below hostSystemDirs that the host template covers with an
-// empty read-only directory: operators keep their own software, configuration and secrets in
-// /usr/local. Config hostTemplate.paths (Config.HostPaths) brings back what sandboxes need.
-var hostHidden = []string{"/usr/local"}
-
-// hostEtc are the host /etc entries programs need to start (the dynamic linker's cache, the
-// alternatives symlinks Debian points /usr/bin/* through, TLS roots, time zones). Everything else
-// in the sandbox's /etc is generated; no host account, secret or config is visible.
-var hostEtc = []string{"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl",
-	"ca-certificates", "ca-certificates.conf", "localtime", "timezone", "mime.types", "protocols",
-	"services", "terminfo", "inputrc", "magic", "gai.conf"}
-
-// hostTemplate is the part of a host-template plan that depends only on the host; the driver
-// computes it once.
-type hostTemplate struct {
-	binds    []guest.BindMount // the system directories
-	hidden   []string          // directories in them covered by an empty one (hostHidden the host has)
-	extra    []guest.BindMount // the operator's paths (Config.HostPaths), over the hidden ones
-	symlinks []guest.Symlink
-	etc      []string // host /etc entries copied into the generated /etc
-}
-
-// mounts are the template's binds in the order they are made: the system directories, the
-// hidden directories' empty covers, the operator's paths.
-func (t hostTemplate) mounts() []guest.BindMount {
-	out := append([]guest.BindMount{}, t.binds...)
-	for _, h := range t.hidden {
-		out = append(out, guest.BindMount{Dst: h, Empty: true, ReadOnly: true, Dir: true})
-	}
-	return append(out, t.extra...)
-}
-
-// probeHostTemplate finds the host's system directories, and resolves paths, the operator's
-// extra ones: a path that is not there is an error naming it.
-func probeHostTemplate(paths []string) (hostTemplate, error) {
-	var t hostTemplate
-	for _, p := range hostSystemDirs {
-		fi, err := os.Lstat(p)
-		switch {
-		case err != nil:
-			// the host has no such entry
-		case fi.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return t, err
-			}
-			t.symlinks = append(t.symlinks, guest.Symlink{Path: p, Target: target})
-		case fi.IsDir():
-			t.binds = append(t.binds, guest.BindMount{Src: p, Dst: p, ReadOnly: true, Dir: true})
-		}
-	}
-	for _, h := range hostHidden {
-		if fi, err := os.Stat(h); err == nil && fi.IsDir() {
-			t.hidden = append(t.hidden, h)
-		}
-	}
-	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return t, fmt.Errorf("hostTemplate.paths: %w", err)
-		}
-		fi, err := os.Stat(real)
-		if err != nil {
-			return t, fmt.Errorf("hostTemplate.paths: %w", err)
-		}
-		t.extra = append(t.extra, guest.BindMount{Src: real, Dst: p, ReadOnly: true, Dir: fi.IsDir()})
-	}
-	for _, e := range hostEtc {
-		if _, err := os.Lstat("/etc/" + e); err == nil {
-			t.etc = append(t.etc, e)
-		}
-	}
-	if m, _ := filepath.Glob("/etc/python3*"); len(m) > 0 {
-		for _, p := range m {
-			t.etc = append(t.etc, filepath.Base(p))
-		}
-	}
-	sort.Strings(t.etc)
-	return t, nil
-}
 
 // plan turns a validated spec into init's configuration.
 // lowers, when given, are an image's layers, top first.
@@ -115,7 +30,7 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*guest.Con
 	r := &c.Root
 	if len(lowers) > 0 {
 		r.Lowers = lowers
-		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
+		r.Files = hosttemplate.EtcFiles(false, d.resolver(spec))
 	} else if spec.RootDir != "" {
 		lower, err := filepath.EvalSymlinks(spec.RootDir)
 		if err != nil {
@@ -130,15 +45,15 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*guest.Con
 			return nil, errdefs.Invalid("rootfs", "%q is the host's own root; give a directory holding a root filesystem (an unpacked image, a debootstrap), or leave --rootfs out for the host template", spec.RootDir)
 		}
 		r.Lowers = []string{lower}
-		r.Files = etcFiles(c.Hostname, false, d.resolver(spec))
+		r.Files = hosttemplate.EtcFiles(false, d.resolver(spec))
 	} else {
-		etc, err := d.etcTemplate(d.resolver(spec))
+		etc, err := d.host.Etc(d.resolver(spec))
 		if err != nil {
 			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
 		}
-		r.Binds = append(r.Binds, d.host.mounts()...)
+		r.Binds = append(r.Binds, d.host.Mounts()...)
 		r.Binds = append(r.Binds, guest.BindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
-		r.Symlinks = append(r.Symlinks, d.host.symlinks...)
+		r.Symlinks = append(r.Symlinks, d.host.Symlinks()...)
 	}
 	r.Dirs = []guest.WriteDir{
 		{Path: "/tmp", Mode: 0o1777},
@@ -218,33 +133,7 @@ func landRules(c *guest.Config, spec sandbox.Spec) []guest.LandRule {
 	return rules
 }
 
-// etcFiles generates the sandbox's /etc: accounts for root and agent only, and name resolution
-// for the sandbox's own names. With a directory rootfs the image keeps its accounts.
-func etcFiles(host string, accounts bool, resolver string) []guest.PlainFile {
-	resolv := "# airlock: egress policy none, no name server\n"
-	if resolver != "" {
-		resolv = "# airlock answers every query of this sandbox, by its network policy\nnameserver " + resolver + "\noptions ndots:1 timeout:2 attempts:2\n"
-	}
-	files := []guest.PlainFile{
-		{Path: "/etc/hostname", Content: host + "\n", Mode: 0o644},
-		{Path: "/etc/hosts", Mode: 0o644, Content: "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + host + "\n"},
-		{Path: "/etc/resolv.conf", Mode: 0o644, Content: resolv},
-	}
-	if accounts {
-		files = append(files,
-			guest.PlainFile{Path: "/etc/passwd", Mode: 0o644, Content: "root:x:0:0:root:/root:/bin/sh\n" +
-				"agent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-			guest.PlainFile{Path: "/etc/group", Mode: 0o644, Content: "root:x:0:\ntty:x:5:\nagent:x:1000:\nnogroup:x:65534:\n"},
-			guest.PlainFile{Path: "/etc/nsswitch.conf", Mode: 0o644, Content: "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
-		)
-	}
-	return files
-}
-
 // resolver is the name server a sandbox's resolv.conf names: none for egress "none".
 func (d *Driver) resolver(spec sandbox.Spec) string {
-	if spec.Network.EgressPolicy == sandbox.EgressNone || d.cfg.Network == nil {
-		return ""
-	}
-	return d.cfg.Network.Resolver().String()
+	return hosttemplate.Resolver(spec, d.cfg.Network)
 }

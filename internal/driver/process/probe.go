@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/landlock"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
@@ -74,14 +75,13 @@ func (d *Driver) probe() driver.Capabilities {
 	fs, _ := os.ReadFile("/proc/filesystems")
 	check("overlayfs", false, strings.Contains(string(fs), "\toverlay\n"), "needed for --rootfs DIR (copy-on-write root)")
 
-	host, err := probeHostTemplate(d.cfg.HostPaths)
+	host, err := hosttemplate.Probe(d.cfg.HostPaths, d.cfg.StateDir)
 	d.host = host
-	detail := fmt.Sprintf("host /usr read-only (%s hidden), %d merged-/usr links, %d host /etc entries copied into a generated /etc, %d operator paths",
-		strings.Join(hostHidden, ", "), len(host.symlinks), len(host.etc), len(d.cfg.HostPaths))
+	detail := host.Summary()
 	if err != nil {
 		detail = err.Error()
 	}
-	check("host template", true, err == nil && len(host.binds) > 0, detail)
+	check("host template", true, err == nil && host.Usable(), detail)
 
 	if d.uidsErr != nil {
 		check("uid ranges", true, false, d.uidsErr.Error())
