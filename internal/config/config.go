@@ -327,7 +327,7 @@ func Default() Config {
 		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
 		Server: ServerConfig{ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 60, IdleTimeoutSeconds: 60, MaxHeaderBytes: 64 << 10,
 			MaxConnections: 4096, MaxConnectionsPerClient: 512, ShutdownGraceSeconds: 30},
-		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, UIDRanges: process.DefaultUIDRanges, OrphanGraceSeconds: 60},
+		Process:   ProcessConfig{CgroupParent: p.CgroupParent, UIDBase: p.UIDBase, UIDRanges: uidalloc.DefaultRanges, OrphanGraceSeconds: 60},
 		Container: ContainerConfig{Runtime: cd.Runtime, RunscPlatform: cd.RunscPlatform, CgroupParent: cd.CgroupParent, PrepareRestores: true},
 		Images:    ImagesConfig{MaxImageSizeMb: image.DefaultMaxImageBytes >> 20},
 		Wasm:      WasmConfig{RuntimeDir: wasm.DefaultRuntimeDir, WorkerIdleSeconds: int(wasm.DefaultWorkerIdle / time.Second)},
@@ -607,18 +607,18 @@ func (c Config) ContainerDriver() container.Config {
 }
 
 // Instance names the airlock using this data dir among the airlocks of the host
-// (process.InstanceOf): its sandboxes' cgroups are under <cgroupParent>/<instance> of each level,
+// (uidalloc.InstanceOf): its sandboxes' cgroups are under <cgroupParent>/<instance> of each level,
 // its container state under /run/airlock/container/<instance>, and its uid ranges are recorded
 // with it. The data dir is locked by its daemon, so no two daemons share an instance; the
 // one-shot `airlock run` on a data dir is the same airlock as its daemon.
-func (c Config) Instance() string { return process.InstanceOf(c.DataDir) }
+func (c Config) Instance() string { return uidalloc.InstanceOf(c.DataDir) }
 
 // ContainerStateDir is where the container level of the airlock using dataDir keeps its bundles
 // and the runtimes' state: under /run/airlock, not in the data dir, because runc's user namespace
 // root must be able to traverse every directory above a sandbox's root, and the data dir is
 // private (0700). One directory per data dir, so airlocks on different data dirs never meet.
 func ContainerStateDir(dataDir string) string {
-	return filepath.Join("/run/airlock/container", process.InstanceOf(dataDir))
+	return filepath.Join("/run/airlock/container", uidalloc.InstanceOf(dataDir))
 }
 
 // ImageStore returns the image store's directory and options.

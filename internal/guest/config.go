@@ -19,8 +19,8 @@ type Config struct {
 	// HostNet says init was started in a network namespace the host made and configured: init
 	// has no power over it (not even to bring up lo).
 	HostNet bool `json:"hostNet,omitempty"`
-	// Container says a container runtime started init (the host side's Launch) with the root filesystem,
-	// host name, loopback and cgroup already in place: init only locks down and serves.
+	// Container says a container runtime started init with the root filesystem, host name,
+	// loopback and cgroup already in place: init only sets its limits, locks down and serves.
 	Container bool `json:"container,omitempty"`
 	// GuestPids, when set, is the process limit, for init to enforce in the sandbox's own kernel
 	// (gVisor; see guestCgroup).

@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -145,7 +144,7 @@ func forEach(ids []string, fn func(id string)) {
 // dataDir, whose uid range was r: its cgroups, the processes of the range, its init socket.
 func sandboxLeft(dataDir, id string, r uidalloc.Record) []string {
 	var out []string
-	for cg := range instanceCgroups("airlock", process.InstanceOf(dataDir)) {
+	for cg := range instanceCgroups("airlock", uidalloc.InstanceOf(dataDir)) {
 		if filepath.Base(cg) == id {
 			out = append(out, cg)
 		}
@@ -153,7 +152,7 @@ func sandboxLeft(dataDir, id string, r uidalloc.Record) []string {
 	if r.Sandbox == id {
 		// Only processes of this airlock's cgroups: another airlock on the host (an older one,
 		// or one with an allocator of its own) may run with the same ids.
-		mark := "/" + process.InstanceOf(dataDir) + "/"
+		mark := "/" + uidalloc.InstanceOf(dataDir) + "/"
 		for _, p := range procsIn(map[int]uidalloc.Record{r.Block: r}) {
 			if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid)); err == nil && strings.Contains(string(cg), mark) && !p.zombie() {
 				out = append(out, "process "+p.String())

@@ -36,7 +36,7 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	}
 	err = errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
 	if err == nil {
-		d.proc.ReclaimUIDs(sandbox.LevelContainer, id)
+		d.rt.ReclaimUIDs(sandbox.LevelContainer, id)
 	}
 	return err
 }
@@ -143,7 +143,7 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
-	return append(out, d.proc.UIDLeftovers(sandbox.LevelContainer)...)
+	return append(out, d.rt.UIDLeftovers(sandbox.LevelContainer)...)
 }
 
 // cgroupDirs are the directories of cgroup parent/name (name may be a glob) in every mounted

@@ -43,7 +43,7 @@ type bundle struct {
 	// seed, when set, fills the fresh layer from a snapshot before anything is built on it.
 	seed func(layer string) error
 	// control, when set, is the directory of init's control socket, bound at controlDir
-	// (gVisor's init dials it: see process.Launcher.Control).
+	// (gVisor's init dials it: see host.Launcher.Control).
 	control string
 }
 

@@ -47,13 +47,13 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*guest.Con
 		r.Lowers = []string{lower}
 		r.Files = hosttemplate.EtcFiles(false, d.resolver(spec))
 	} else {
-		etc, err := d.host.Etc(d.resolver(spec))
+		etc, err := d.rt.Template().Etc(d.resolver(spec))
 		if err != nil {
 			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
 		}
-		r.Binds = append(r.Binds, d.host.Mounts()...)
+		r.Binds = append(r.Binds, d.rt.Template().Mounts()...)
 		r.Binds = append(r.Binds, guest.BindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
-		r.Symlinks = append(r.Symlinks, d.host.Symlinks()...)
+		r.Symlinks = append(r.Symlinks, d.rt.Template().Symlinks()...)
 	}
 	r.Dirs = []guest.WriteDir{
 		{Path: "/tmp", Mode: 0o1777},

@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"context"
@@ -23,13 +23,13 @@ import (
 // goes on running as in every copy restored from the image, and a descriptor the host passed in
 // cannot be saved at all. So in such a sandbox:
 //
-//   - init dials its control socket by path (controlEnv, a host socket the runtime lets the
-//     sandbox reach) instead of inheriting it, and dials again when it breaks, presenting the token
-//     its configuration carried (msgHello): the driver that listens there — the same one, or the
-//     one that restored a copy — takes it back;
+//   - init dials its control socket by path (guest.ControlEnv, a host socket the runtime lets the
+//     sandbox reach) instead of inheriting it, and dials again when it breaks, presenting the
+//     token its configuration carried (MsgHello): the host that listens there — the same one, or
+//     the one that restored a copy — takes it back;
 //   - every exec's standard streams are relayed by init through pipes of the sandbox's own kernel
-//     (stdioRelay), so that commands, and the background processes they leave, never hold a host
-//     descriptor; init itself lets go of the host's ends before a save (msgQuiesce).
+//     (pid1's stdio relay), so that commands, and the background processes they leave, never
+//     hold a host descriptor; init itself lets go of the host's ends before a save (MsgQuiesce).
 
 // tokenFile is the file, beside a memory image, that holds the token its init presents.
 const tokenFile = "airlock-control.token"
@@ -49,7 +49,7 @@ const helloTimeout = 2 * time.Second
 // "" (a fresh init, which no other process of the sandbox precedes), or one that says hello with
 // token. It gives up when ctx ends or init exits.
 func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, error) {
-	l := s.ext.Control
+	l := s.l.Control
 	stop := context.AfterFunc(ctx, func() { l.SetDeadline(time.Now()) })
 	defer stop()
 	go func() {
@@ -81,15 +81,15 @@ func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, erro
 			c.SetReadDeadline(time.Time{})
 			return c, nil
 		}
-		s.d.log.Warn("turned away a connection to the control socket", "sandbox", s.id, "err", err)
+		s.rt.log.Warn("turned away a connection to the control socket", "sandbox", s.id, "err", err)
 		c.Close()
 	}
 }
 
 // rejoin waits for init to dial its control socket again after it broke, and reports whether it
-// did; it gives up when init exits, the sandbox is destroyed, or redialWindow has passed.
+// did; it gives up when init exits, the sandbox is destroyed, or guest.RedialWindow has passed.
 func (s *Sandbox) rejoin() bool {
-	if s.ext == nil || s.ext.Control == nil {
+	if s.l.Control == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guest.RedialWindow+time.Second)
@@ -102,7 +102,7 @@ func (s *Sandbox) rejoin() bool {
 	close(s.rejoined)
 	s.rejoined = make(chan struct{})
 	s.mu.Unlock()
-	s.d.log.Debug("init dialled its control socket again", "sandbox", s.id)
+	s.rt.log.Debug("init dialled its control socket again", "sandbox", s.id)
 	return true
 }
 
@@ -114,9 +114,9 @@ func (s *Sandbox) nextRejoin() <-chan struct{} {
 }
 
 // snapshotMemory runs a Launcher's Snapshot that saves the sandbox's kernel: between execs (the
-// gate keeps new ones waiting), with init holding no host descriptor (msgQuiesce), and returns
+// gate keeps new ones waiting), with init holding no host descriptor (MsgQuiesce), and returns
 // once init has dialled its control socket again — the save closed it. The token init presents
-// is written beside the image, for the driver that restores it.
+// is written beside the image, for the host that restores it.
 func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (bool, error) {
 	if s.paused {
 		return false, fmt.Errorf("snapshot: sandbox %s is paused, and a snapshot with memory needs init to answer; resume it, or ask for files only (memory: false): %w", s.id, errdefs.ErrConflict)
@@ -129,7 +129,7 @@ func (s *Sandbox) snapshotMemory(ctx context.Context, w io.Writer, mem string) (
 		return false, fmt.Errorf("snapshot: %w: %w", err, errdefs.ErrConflict)
 	}
 	rejoined := s.nextRejoin()
-	memory, err := s.ext.Snapshot(ctx, w, mem, false)
+	memory, err := s.l.Snapshot(ctx, w, mem, false)
 	if !memory {
 		return false, err
 	}

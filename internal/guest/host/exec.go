@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"context"
@@ -27,8 +27,8 @@ const killGrace = 2 * time.Second
 
 // killGrace is the sandbox's. A paused sandbox's init cannot answer at all.
 func (s *Sandbox) killGrace() time.Duration {
-	if s.ext != nil && s.ext.KillGrace > 0 && !s.isPaused() {
-		return s.ext.KillGrace
+	if s.l.KillGrace > 0 && !s.isPaused() {
+		return s.l.KillGrace
 	}
 	return killGrace
 }
@@ -86,8 +86,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		spec.TTY = &size
 	}
 	send := std.childFiles()
-	var relayEnd *os.File // the driver's end of a relayed terminal
-	if req.TTY && s.ext != nil && s.ext.TerminalRelay {
+	var relayEnd *os.File // the host's end of a relayed terminal
+	if req.TTY && s.l.TerminalRelay {
 		ours, theirs, err := streamPair()
 		if err != nil {
 			return res, fmt.Errorf("exec %s: terminal relay: %w", req.ID, err)
@@ -166,7 +166,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 			killTimer = time.After(s.killGrace())
 		case <-killTimer:
 			killTimer = nil
-			s.d.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
+			s.rt.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
 			s.cg.Kill(context.Background())
 		case <-s.done:
 			waiting = false
@@ -188,7 +188,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if res.TimedOut {
 		res.ExitCode = sandbox.ExitTimeout
 	}
-	s.d.log.Debug("exec done", "sandbox", s.id, "exec", req.ID, "exit", res.ExitCode, "exited", tExited, "accounted", time.Since(start))
+	s.rt.log.Debug("exec done", "sandbox", s.id, "exec", req.ID, "exit", res.ExitCode, "exited", tExited, "accounted", time.Since(start))
 	return res, nil
 }
 
@@ -248,11 +248,11 @@ type counters struct {
 	ev    cgroups.Events
 	txNet int64
 	cpu   time.Duration // the cgroup's CPU usage, when the runtime's rusage overstates (CgroupCPU)
-	guest bool          // ev's pids and OOM counts are the sandbox kernel's (msgStarted's)
+	guest bool          // ev's pids and OOM counts are the sandbox kernel's (guest.MsgStarted's)
 }
 
-// takeGuest takes the sandbox kernel's counters that init sends with a command's start (see
-// guestCgroup) into c.
+// takeGuest takes the sandbox kernel's counters that init sends with a command's start
+// (guest.CgroupStats) into c.
 func takeGuest(c *counters, m *guest.Message) {
 	if m.Guest != nil {
 		c.ev.PidsLimitHits, c.ev.OOMKills, c.guest = m.Guest.PidsHits, m.Guest.OOMKills, true
@@ -262,7 +262,7 @@ func takeGuest(c *counters, m *guest.Message) {
 func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
-	if s.ext != nil && s.ext.CgroupCPU {
+	if s.l.CgroupCPU {
 		if st, err := s.cg.Stats(); err == nil {
 			c.cpu = st.CPUUsage
 		}
@@ -312,7 +312,7 @@ func (s *Sandbox) account(before counters, ru *guest.Rusage, guestAfter *guest.C
 		res.ResourceUsage.CPUTimeMs = ru.CPUMicros / 1000
 		res.ResourceUsage.PeakMemoryMB = float64(ru.MaxRSSKiB) / 1024
 	}
-	if s.ext != nil && s.ext.CgroupCPU {
+	if s.l.CgroupCPU {
 		// The command cannot have used more of the host's CPU than its whole sandbox did.
 		res.ResourceUsage.CPUTimeMs = min(res.ResourceUsage.CPUTimeMs, (after.cpu - before.cpu).Milliseconds())
 	}

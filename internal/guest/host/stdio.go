@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"errors"
@@ -15,14 +15,14 @@ import (
 )
 
 // stdio connects one exec's standard streams. Files are handed to the command as they are; other
-// readers and writers go through pipes that the driver copies ("pumps"), keeping at most limit
+// readers and writers go through pipes that the host copies ("pumps"), keeping at most limit
 // bytes of each output when capturing while passing everything on to the caller's writer. With a
-// TTY there is a terminal instead of pipes: the command gets its slave, the driver its master.
+// TTY there is a terminal instead of pipes: the command gets its slave, the host its master.
 type stdio struct {
 	child   [3]*os.File         // what the command gets: stdin, stdout, stderr (nothing with a TTY)
-	closers []*os.File          // the driver's copies of child ends
+	closers []*os.File          // the host's copies of child ends
 	readers []*os.File          // what the pumps read: output pipes' read ends, or a terminal's master
-	stdin   *os.File            // the write end of a stdin pipe the driver feeds; closed when the exec ends
+	stdin   *os.File            // the write end of a stdin pipe the host feeds; closed when the exec ends
 	tty     *os.File            // the terminal's master, once init sent it, or the socket of its relay
 	relayed bool                // tty is a relay's socket
 	out     [2]*sandbox.Capture // stdout, stderr; stderr is nil with a TTY (merged into stdout)
@@ -149,14 +149,14 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
 	}()
 }
 
-// resize sets the terminal's size (a relayed terminal's is set by init: msgResize).
+// resize sets the terminal's size (a relayed terminal's is set by init: guest.MsgResize).
 func (s *stdio) resize(ws sandbox.Winsize) {
 	if s.tty != nil && !s.relayed {
 		guest.SetWinsize(s.tty, ws)
 	}
 }
 
-// closeChildEnds drops the driver's copies of what the command got, so EOF on the output pipes
+// closeChildEnds drops the host's copies of what the command got, so EOF on the output pipes
 // means every process in the sandbox holding them has exited or closed them.
 func (s *stdio) closeChildEnds() {
 	closeAll(s.closers)
@@ -207,7 +207,7 @@ func (s *stdio) stderrNote(msg string) {
 	}
 }
 
-// abort releases whatever is still open: the driver's child ends, the pumps' sources (stopping
+// abort releases whatever is still open: the host's child ends, the pumps' sources (stopping
 // them), the stdin pipe (its feeder stops at its next write) and the terminal.
 func (s *stdio) abort() {
 	closeAll(s.closers)

@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	"github.com/airlockrun/airlock/internal/guest"
 )
 
-// conn is the driver's end of the control socket; it uses Go's netpoller, so a daemon with many
+// conn is the host's end of the control socket; it uses Go's netpoller, so a daemon with many
 // sandboxes does not park one thread per sandbox.
 // Its socket can be replaced (swap) when init dials again (see redial.go); sends and the reader
 // load it without a lock.
@@ -60,7 +60,7 @@ func newConn(f *os.File) (*conn, error) {
 	return newUnixConn(uc), nil
 }
 
-// socketPair returns the driver's and init's ends of a new control socket.
+// socketPair returns the host's and init's ends of a new control socket.
 func socketPair() (driverEnd, initEnd *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 
 // The memory limit of a sandbox with its own kernel: the host's cgroup charges that kernel for
 // everything, so at the limit the host's OOM killer would end the whole sandbox. Its limit has
-// headroom instead (GuestHeadroom), and when the use reaches the sandbox's limit the driver
+// headroom instead (GuestHeadroom), and when the use reaches the sandbox's limit the host
 // (watching the cgroup) tells init, which kills the process with the largest resident set, as
 // the kernel's OOM killer would.
 
 // GuestHeadroom is what the host cgroup of a sandbox of memory bytes allows above them: the
-// sandbox kernel's own memory, and the time the driver and init take to kill a process that
+// sandbox kernel's own memory, and the time the host and init take to kill a process that
 // allocates fast.
 func GuestHeadroom(memory int64) int64 { return 64<<20 + memory/4 }
 
@@ -33,7 +33,7 @@ func (s *Sandbox) watchGuestMemory(limit int64) {
 				return // it ended first, and took its cgroup with it
 			default:
 			}
-			s.d.log.Error("sandbox ended: its memory limit cannot be watched", "sandbox", s.id, "err", err)
+			s.rt.log.Error("sandbox ended: its memory limit cannot be watched", "sandbox", s.id, "err", err)
 			s.proc.Kill()
 			return
 		}
