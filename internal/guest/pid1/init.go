@@ -68,8 +68,9 @@ func run() int {
 	if err == nil && c.GuestPids > 0 {
 		pids, err = newGuestCgroup(c.GuestPids)
 	}
+	layer := -1
 	if err == nil {
-		err = setup(c, fds)
+		layer, err = setup(c, fds)
 	}
 	for _, fd := range fds {
 		unix.Close(fd)
@@ -99,7 +100,7 @@ func run() int {
 	if err := ctl.send(&guest.Message{Kind: guest.MsgReady}); err != nil {
 		return 1
 	}
-	srv := &initServer{ctl: ctl, buf: buf, listen: -1, as: user{c.UID, c.GID}, guest: pids,
+	srv := &initServer{ctl: ctl, buf: buf, listen: -1, layer: layer, as: user{c.UID, c.GID}, guest: pids,
 		procs: map[int]running{}, doomed: map[int]bool{}, relays: map[*stdioRelay]bool{}}
 	if c.Token != "" && dial != "" {
 		srv.dial, srv.token = dial, c.Token
@@ -111,23 +112,25 @@ func run() int {
 	return 0
 }
 
-// setup turns this process into the sandbox: root filesystem, hostname, loopback, limits.
-func setup(c *guest.Config, fds []int) error {
+// setup turns this process into the sandbox: root filesystem, hostname, loopback, limits. It
+// returns init's clone of the writable layer it built (see buildRoot), -1 when a container
+// runtime built the root.
+func setup(c *guest.Config, fds []int) (layer int, err error) {
 	if c.Container {
-		return setLimits(c)
+		return -1, setLimits(c)
 	}
-	if err := buildRoot(c, fds); err != nil {
-		return err
+	if layer, err = buildRoot(c, fds); err != nil {
+		return layer, err
 	}
 	if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
-		return fmt.Errorf("sethostname: %w", err)
+		return layer, fmt.Errorf("sethostname: %w", err)
 	}
 	if !c.HostNet {
 		if err := loopbackUp(); err != nil {
-			return err
+			return layer, err
 		}
 	}
-	return setLimits(c)
+	return layer, setLimits(c)
 }
 
 func setLimits(c *guest.Config) error {
@@ -276,6 +279,7 @@ type initServer struct {
 	buf    []byte
 	listen int           // the adoption socket, or -1
 	grace  time.Duration // how long to wait for a new host after the last went away
+	layer  int           // init's clone of the writable layer it built (guest.MsgLayer), or -1
 	as     user
 	guest  *guestCgroup // the process limit, when the sandbox's kernel enforces it (gVisor)
 	procs  map[int]running
@@ -371,10 +375,10 @@ func (srv *initServer) serve() {
 		case guest.MsgQuiesce:
 			srv.quiesce(m.ID)
 		case guest.MsgLayer:
-			if layerFd < 0 {
+			if srv.layer < 0 {
 				ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
 			} else {
-				ctl.send(&guest.Message{Kind: guest.MsgLayer, ID: m.ID}, layerFd)
+				ctl.send(&guest.Message{Kind: guest.MsgLayer, ID: m.ID}, srv.layer)
 			}
 		}
 		for _, fd := range passed {
