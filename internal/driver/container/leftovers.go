@@ -20,6 +20,11 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
+var (
+	_ driver.Reclaimer = (*Driver)(nil)
+	_ driver.Sweeper   = (*Driver)(nil)
+)
+
 // Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
 // runtime, its mounts, its bundle — is released.
 func (d *Driver) Reclaim(ctx context.Context, id string) error {

@@ -91,7 +91,10 @@ type Driver struct {
 	beats      sync.WaitGroup // the heartbeat
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver  = (*Driver)(nil)
+	_ driver.Sweeper = (*Driver)(nil)
+)
 
 // New probes the host once and returns the driver. It never fails: a host that cannot run the
 // level yields a driver whose Capabilities say why, and whose Create returns ErrUnavailable.
