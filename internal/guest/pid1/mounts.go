@@ -157,11 +157,8 @@ func (b *rootBuilder) mountBase() error {
 func (b *rootBuilder) populate() error {
 	r := b.plan
 	for _, l := range r.Symlinks {
-		p, err := inRoot(l.Path)
+		p, err := newInRoot(l.Path)
 		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("symlink %s: %w", l.Path, err)
 		}
 		if err := os.Symlink(l.Target, p); err != nil && !os.IsExist(err) {
@@ -174,11 +171,8 @@ func (b *rootBuilder) populate() error {
 		}
 	}
 	for _, f := range r.Files {
-		p, err := inRoot(f.Path)
+		p, err := newInRoot(f.Path)
 		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 		if err := os.WriteFile(p, []byte(f.Content), os.FileMode(f.Mode)); err != nil {
@@ -270,6 +264,15 @@ func enterRoot() error {
 
 // inRoot is sandbox path p in the root being built, its symlinks resolved inside it.
 func inRoot(p string) (string, error) { return fsroot.ResolveIn("/newroot", p) }
+
+// newInRoot is inRoot for an entry about to be made: its parent directory is made first.
+func newInRoot(p string) (string, error) {
+	dst, err := inRoot(p)
+	if err != nil {
+		return "", err
+	}
+	return dst, os.MkdirAll(filepath.Dir(dst), 0o755)
+}
 
 // fdReader reads a descriptor init does not own (the config's fds are closed after setup).
 type fdReader int
