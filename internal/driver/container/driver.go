@@ -325,22 +325,9 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 			return nil, err
 		}
 	}
-	var lowers []string
-	release := func() {}
-	if spec.Image != "" {
-		if d.cfg.Images == nil {
-			return nil, errdefs.Unavailable("image", "no image store is configured")
-		}
-		layers, env, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
-		if err != nil {
-			return nil, err
-		}
-		release = rel
-		spec.Environment = driver.WithImageEnv(spec.Environment, env)
-		// overlayfs takes the top layer first.
-		for i := len(layers) - 1; i >= 0; i-- {
-			lowers = append(lowers, layers[i])
-		}
+	lowers, spec, release, err := driver.ImageLayers(ctx, d.cfg.Images, spec)
+	if err != nil {
+		return nil, err
 	}
 	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id), rt.name == sandbox.RuntimeRunsc)
 	// The range stays recorded while the bundle, which holds files of its ids, exists.

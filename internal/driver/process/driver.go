@@ -157,21 +157,9 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	if err := rlimit.EnsureNoFile(uint64(spec.Resources.MaxOpenFiles)); err != nil {
 		return nil, err
 	}
-	var lowers []string
-	release := func() {}
-	if spec.Image != "" {
-		if d.cfg.Images == nil {
-			return nil, errdefs.Unavailable("image", "no image store is configured")
-		}
-		dirs, env, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
-		if err != nil {
-			return nil, err
-		}
-		release = rel
-		for i := len(dirs) - 1; i >= 0; i-- { // overlayfs takes the top layer first
-			lowers = append(lowers, dirs[i])
-		}
-		spec.Environment = driver.WithImageEnv(spec.Environment, env)
+	lowers, spec, release, err := driver.ImageLayers(ctx, d.cfg.Images, spec)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := d.plan(id, spec, lowers)
 	if err != nil {
