@@ -5,14 +5,14 @@ import (
 	"os"
 
 	"github.com/airlockrun/airlock/internal/cli"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 )
 
 func main() {
 	// The same binary is every sandbox's init; that path must stay first and cheap.
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	// And every wasm sandbox's worker, started inside its jail.
 	if wasm.IsWorker() {

@@ -1,7 +1,8 @@
 // Package fsroot performs file operations inside a sandbox's root filesystem that cannot reach
 // the host, however hostile the symlinks the sandbox plants: the kernel resolves every path with
 // openat2(RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS), and only the final name is acted on, with *at()
-// calls on the resolved parent directory.
+// calls on the resolved parent directory. ResolveIn resolves a path of a root filesystem being
+// assembled the same way, in user space, for mounts to be made on it.
 package fsroot
 
 import (

@@ -11,6 +11,7 @@ import (
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/tenancy"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Config is airlock's whole configuration file: the daemon's own settings (config.Config, whose
@@ -83,16 +84,16 @@ func (c Config) Grants() *tenancy.Grants {
 }
 
 // Instance names the airlock using this data dir among the airlocks of the host
-// (process.InstanceOf): its sandboxes' cgroups are under <cgroupParent>/<instance> of each level,
+// (uidalloc.InstanceOf): its sandboxes' cgroups are under <cgroupParent>/<instance> of each level,
 // its container state under /run/airlock/container/<instance>, and its uid ranges are recorded
 // with it. The data dir is locked by its daemon, so no two daemons share an instance; the
 // one-shot `airlock run` on a data dir is the same airlock as its daemon.
-func (c Config) Instance() string { return process.InstanceOf(c.DataDir) }
+func (c Config) Instance() string { return uidalloc.InstanceOf(c.DataDir) }
 
 // ContainerStateDir is where the container level of the airlock using dataDir keeps its bundles
 // and the runtimes' state (container.StateDirOf).
 func ContainerStateDir(dataDir string) string {
-	return container.StateDirOf(process.InstanceOf(dataDir))
+	return container.StateDirOf(uidalloc.InstanceOf(dataDir))
 }
 
 // processConfig returns the process level's configuration.

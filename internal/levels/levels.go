@@ -33,7 +33,7 @@ func Registry(cfg Config, network *egress.Service, images *image.Store, log *slo
 	if images != nil {
 		c.Images = images
 	}
-	r.Register(container.New(c, proc, log.With("level", "container")))
+	r.Register(container.New(c, proc.Runtime(), log.With("level", "container")))
 	r.Register(wasm.New(cfg.Wasm.Config(cfg.DataDir), proc, log.With("level", "wasm")))
 	return r
 }

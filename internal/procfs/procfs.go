@@ -1,6 +1,8 @@
-// Package procfs reads what airlock needs to know about host processes from /proc: which process
-// a pid names for good (pid and start time), whether it has exited, and which processes run with a
-// uid of a range. It is a leaf: the levels and the host-wide uid allocator share it.
+// Package procfs reads what airlock needs to know about processes from /proc: which process a
+// pid names for good (pid and start time), whether it has exited, which processes run with a uid
+// of a range, a network namespace's traffic and the largest process. It is a leaf: the levels,
+// the host side of airlock's init, init itself (reading its sandbox's /proc) and the host-wide
+// uid allocator share it.
 package procfs
 
 import (

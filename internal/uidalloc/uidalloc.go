@@ -16,6 +16,8 @@ package uidalloc
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,22 @@ import (
 
 // Size is the number of ids in a range: a sandbox's ids 0..65535.
 const Size = 65536
+
+// DefaultBase is where the default pool starts: host id 2000000000, far above the ids of any
+// host's users.
+const DefaultBase = 2_000_000_000
+
+// DefaultRanges is the size of the default pool: 4096 ranges (268 million host ids from the
+// base), far more than a host runs sandboxes at once.
+const DefaultRanges = 4096
+
+// InstanceOf names the airlock that keeps its state in dir: a short hash of the path, the same for
+// every airlock process on that directory (a daemon and the one-shot runs on its data dir), and
+// different for another directory. Records name their owner's instance (Owner.Instance).
+func InstanceOf(dir string) string {
+	h := sha256.Sum256([]byte(filepath.Clean(dir)))
+	return hex.EncodeToString(h[:6])
+}
 
 // DefaultDir is where every airlock on a host keeps its records. It must be the same directory for
 // all of them (that is what makes their ranges disjoint) and on a file system that a reboot

@@ -72,7 +72,7 @@ func runnersFor(t tools, w workload, bwrapPrefix []string) []runner {
 	}
 }
 
-// hostSystemDirs mirrors airlock's host template (internal/driver/process/plan.go), so bwrap
+// hostSystemDirs mirrors airlock's host template (internal/hosttemplate/template.go), so bwrap
 // sets up the same root: read-only system directories, or symlinks where /usr is merged.
 var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 

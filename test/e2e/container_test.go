@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/uidalloc"
@@ -39,11 +38,11 @@ func containerLeaks(dataDir string) []string {
 			}
 		}
 	}
-	for cg := range instanceCgroups("airlock-container", process.InstanceOf(dataDir)) {
+	for cg := range instanceCgroups("airlock-container", uidalloc.InstanceOf(dataDir)) {
 		out = append(out, cg)
 	}
 	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool {
-		return r.Instance == process.InstanceOf(dataDir) && r.Level == api.LevelContainer
+		return r.Instance == uidalloc.InstanceOf(dataDir) && r.Level == api.LevelContainer
 	}) {
 		out = append(out, fmt.Sprintf("uid range %v of %s", r.Range, r.Sandbox))
 	}

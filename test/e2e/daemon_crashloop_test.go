@@ -20,7 +20,6 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/uidalloc"
@@ -222,7 +221,7 @@ func (l *crashLedger) mergeNetns(seen map[string]bool) {
 			own[c] = true
 		}
 	}
-	for cg := range instanceCgroups("airlock", process.InstanceOf(l.dir)) {
+	for cg := range instanceCgroups("airlock", uidalloc.InstanceOf(l.dir)) {
 		for _, pid := range cgroupDirPids(cg) {
 			link := fmt.Sprintf("/proc/%d/ns/net", pid)
 			ino, err := nsInode(link)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -153,7 +152,7 @@ func sandboxLeft(dataDir, id string, ranges map[string]uidalloc.Record) []string
 		return instance == id || ok && err == nil
 	}
 	var out []string
-	for cg := range instanceCgroups("airlock", process.InstanceOf(dataDir)) {
+	for cg := range instanceCgroups("airlock", uidalloc.InstanceOf(dataDir)) {
 		if mine(filepath.Base(cg)) {
 			out = append(out, cg)
 		}
@@ -165,7 +164,7 @@ func sandboxLeft(dataDir, id string, ranges map[string]uidalloc.Record) []string
 		// Only processes of the instance's cgroup: another airlock on the host (an older one,
 		// or one with an allocator of its own) may run with the same ids, and so may a later
 		// sandbox of this airlock that got the range once it was free.
-		mark := "/" + process.InstanceOf(dataDir) + "/" + instance
+		mark := "/" + uidalloc.InstanceOf(dataDir) + "/" + instance
 		for _, p := range procsIn(map[int]uidalloc.Record{r.Block: r}) {
 			cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid))
 			if err == nil && (strings.Contains(string(cg), mark+"\n") || strings.Contains(string(cg), mark+"/")) && !p.zombie() {

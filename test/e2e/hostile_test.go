@@ -15,7 +15,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // hostile is a daemon with an operator's configuration (volumes, a template, a scoped secret,
@@ -432,7 +432,7 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		// Ended sandboxes give their share back: terminated, and failed (its init killed from the
 		// host).
 		h.c2.Terminate(bg(), b.ID)
-		for _, pid := range cgroupProcs("airlock", process.InstanceOf(h.dataDir), a.ID) {
+		for _, pid := range cgroupProcs("airlock", uidalloc.InstanceOf(h.dataDir), a.ID) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		deadline := time.Now().Add(10 * time.Second)

@@ -20,7 +20,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -242,7 +241,7 @@ var (
 func addInstance(dataDir string) {
 	instancesMu.Lock()
 	defer instancesMu.Unlock()
-	instances[process.InstanceOf(dataDir)] = dataDir
+	instances[uidalloc.InstanceOf(dataDir)] = dataDir
 }
 
 // ourDataDirs returns the data dirs of the tests' airlocks.
@@ -343,7 +342,7 @@ func waitNoLiveProcs(before map[int]hostProc, within time.Duration) (live, zombi
 func sandboxCgroups() map[string]bool {
 	set := map[string]bool{}
 	for _, dir := range ourDataDirs() {
-		for p := range instanceCgroups("airlock", process.InstanceOf(dir)) {
+		for p := range instanceCgroups("airlock", uidalloc.InstanceOf(dir)) {
 			set[p] = true
 		}
 	}

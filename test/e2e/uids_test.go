@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -20,7 +19,7 @@ import (
 // levels), uid ranges, processes in those ranges, and its container state. Other airlocks' are
 // not counted.
 func instanceLeaks(dataDir string) []string {
-	inst := process.InstanceOf(dataDir)
+	inst := uidalloc.InstanceOf(dataDir)
 	out := containerLeaks(dataDir)
 	for cg := range instanceCgroups("airlock", inst) {
 		out = append(out, cg)
@@ -43,7 +42,7 @@ func instanceLeaks(dataDir string) []string {
 // rangesOf returns the uid ranges recorded for the airlock on dataDir, by sandbox.
 func rangesOf(dataDir string) map[string]uidalloc.Record {
 	out := map[string]uidalloc.Record{}
-	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool { return r.Instance == process.InstanceOf(dataDir) }) {
+	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool { return r.Instance == uidalloc.InstanceOf(dataDir) }) {
 		out[r.Sandbox] = r
 	}
 	return out
@@ -90,7 +89,7 @@ func TestTwoDaemonsShareNothing(t *testing.T) {
 		removeContainerState(t, dir)
 		key := newKey(t, dir, "t1")
 		d := startDaemon(t, dir)
-		sides = append(sides, &side{dir: dir, inst: process.InstanceOf(dir), c: d.client(key), ids: map[string]string{}})
+		sides = append(sides, &side{dir: dir, inst: uidalloc.InstanceOf(dir), c: d.client(key), ids: map[string]string{}})
 	}
 	if sides[0].inst == sides[1].inst {
 		t.Fatalf("two data dirs, one instance %s", sides[0].inst)

@@ -18,16 +18,18 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
-	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/guest/host"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 func TestMain(m *testing.M) {
 	// This test binary is also every container's init (bound in at /.airlock/airlock-init).
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -42,14 +44,14 @@ func newDriverWith(t testing.TB, rt string, change func(*container.Config)) *con
 	return newDriverWithBoth(t, rt, change, nil)
 }
 
-// newDriverWithProcess is newDriver with changes to the configuration of the process level
-// underneath (its host template, say).
-func newDriverWithProcess(t testing.TB, rt string, change func(*process.Config)) *container.Driver {
+// newDriverWithInit is newDriver with changes to the configuration of the host side of airlock's
+// init underneath (its host template, say).
+func newDriverWithInit(t testing.TB, rt string, change func(*host.Config)) *container.Driver {
 	t.Helper()
 	return newDriverWithBoth(t, rt, nil, change)
 }
 
-func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), pchange func(*process.Config)) *container.Driver {
+func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), ichange func(*host.Config)) *container.Driver {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -64,14 +66,11 @@ func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), 
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	pc := process.DefaultConfig()
-	pc.StateDir = filepath.Join(state, "process")
-	pc.CgroupParent = fmt.Sprintf("airlock-test-c-%d", os.Getpid())
+	ic := host.Config{UIDBase: uidalloc.DefaultBase, StateDir: filepath.Join(state, "process")}
 	network, err := egress.New(egress.Config{Pool: netip.MustParsePrefix("10.217.0.0/22")}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc.Network = network
 	cfg := container.DefaultConfig()
 	cfg.Runtime = rt
 	cfg.StateDir = filepath.Join(state, "container")
@@ -82,10 +81,10 @@ func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), 
 	if change != nil {
 		change(&cfg)
 	}
-	if pchange != nil {
-		pchange(&pc)
+	if ichange != nil {
+		ichange(&ic)
 	}
-	d := container.New(cfg, process.New(pc, log), log)
+	d := container.New(cfg, host.NewRuntime(ic, log), log)
 	t.Cleanup(func() {
 		d.Sweep(context.Background())
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
@@ -266,7 +265,7 @@ func TestHostPaths(t *testing.T) {
 	paths := drivertest.HostPaths(t)
 	for _, rt := range []string{sandbox.RuntimeRunc, sandbox.RuntimeRunsc} {
 		t.Run(rt, func(t *testing.T) {
-			d := newDriverWithProcess(t, rt, func(c *process.Config) { c.HostPaths = paths })
+			d := newDriverWithInit(t, rt, func(c *host.Config) { c.HostPaths = paths })
 			drivertest.CheckHostPaths(t, &pinned{d, rt}, paths)
 		})
 	}

@@ -3,7 +3,8 @@
 // filesystem on the host (rootfs.go), writes the runtime spec (spec.go) and starts the runtime
 // (runtime.go) with airlock's own init as the container's process, inside the network namespace
 // airlock's network code made. From then on the sandbox is driven exactly like a process-level one
-// (process.Launch): the same control socket, execs, terminals, limits events, pause and files.
+// (host.Runtime.Launch, airlock's init as every level runs it): the same control socket, execs,
+// terminals, limits events, pause and files.
 package container
 
 import (
@@ -26,8 +27,10 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/guest/host"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/procfs"
@@ -75,14 +78,11 @@ func DefaultConfig() Config {
 // seconds (measured: 2–8 s at 1 vCPU); runc's init is a host process, as at the process level.
 var killGrace = map[string]time.Duration{sandbox.RuntimeRunsc: 15 * time.Second}
 
-// initTasks is the pids reserve for init's Go threads (as at the process level).
-const initTasks = 8
-
 // Driver is the container level.
 type Driver struct {
 	cfg      Config
 	log      *slog.Logger
-	proc     *process.Driver // init's machinery: seccomp filter, /etc template, Launch
+	rt       *host.Runtime // init's host side: seccomp filter, uid ranges, host template, Launch
 	caps     driver.Capabilities
 	cgroups  *cgroups.Layout
 	runtimes map[string]*runtime
@@ -98,8 +98,9 @@ type Driver struct {
 var _ driver.Driver = (*Driver)(nil)
 
 // New probes the host once. It never fails: a host without a runtime yields a driver whose
-// Capabilities say why. proc is the process level, whose init every container runs.
-func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
+// Capabilities say why. rt is the host side of airlock's init, which every container runs as its
+// PID 1; the levels of one airlock process share it.
+func New(cfg Config, rt *host.Runtime, log *slog.Logger) *Driver {
 	if cfg.Runtime == "" {
 		cfg.Runtime = sandbox.RuntimeRunsc
 	}
@@ -109,7 +110,7 @@ func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
 	if cfg.InitPath == "" {
 		cfg.InitPath, _ = os.Executable()
 	}
-	d := &Driver{cfg: cfg, log: log, proc: proc, runtimes: map[string]*runtime{}, spares: map[string]*spare{}}
+	d := &Driver{cfg: cfg, log: log, rt: rt, runtimes: map[string]*runtime{}, spares: map[string]*spare{}}
 	d.caps = d.probe()
 	if owner, err := procfs.OwnerLine(); err != nil {
 		d.caps.Available, d.caps.Reason = false, "cannot read this process's start time: "+err.Error()
@@ -134,8 +135,8 @@ func (d *Driver) probe() driver.Capabilities {
 	check := func(name string, required, ok bool, detail string) {
 		c.Checks = append(c.Checks, driver.Check{Name: name, OK: ok, Detail: detail, Required: required})
 	}
-	pc := d.proc.Capabilities()
-	check("process level", true, pc.Available, map[bool]string{true: "airlock's init, seccomp filter and /etc template", false: pc.Reason}[pc.Available])
+	noInit := d.rt.Missing()
+	check("init", true, len(noInit) == 0, map[bool]string{true: "airlock's init, seccomp filter and /etc template", false: strings.Join(noInit, "; ")}[len(noInit) == 0])
 	layout, err := cgroups.Detect()
 	if err == nil && len(layout.Missing()) == 0 {
 		d.cgroups = layout
@@ -324,26 +325,13 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 			return nil, err
 		}
 	}
-	var lowers []string
-	release := func() {}
-	if spec.Image != "" {
-		if d.cfg.Images == nil {
-			return nil, errdefs.Unavailable("image", "no image store is configured")
-		}
-		layers, env, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
-		if err != nil {
-			return nil, err
-		}
-		release = rel
-		spec.Environment = driver.WithImageEnv(spec.Environment, env)
-		// overlayfs takes the top layer first.
-		for i := len(layers) - 1; i >= 0; i-- {
-			lowers = append(lowers, layers[i])
-		}
+	lowers, spec, release, err := driver.ImageLayers(ctx, d.cfg.Images, spec)
+	if err != nil {
+		return nil, err
 	}
 	b := newBundle(filepath.Join(d.cfg.StateDir, "bundles", id), rt.name == sandbox.RuntimeRunsc)
 	// The range stays recorded while the bundle, which holds files of its ids, exists.
-	uids, err := d.proc.AllocateUIDs(sandbox.LevelContainer, id, b.dir)
+	uids, err := d.rt.AllocateUIDs(sandbox.LevelContainer, id, b.dir)
 	if err != nil {
 		release()
 		return nil, err
@@ -361,7 +349,7 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 		release()
 		if err == nil {
 			// The container and its cgroups are gone: nothing runs with the range's ids.
-			d.proc.ReleaseUIDs(sandbox.LevelContainer, id, uids)
+			d.rt.ReleaseUIDs(sandbox.LevelContainer, id, uids)
 		}
 		return err
 	}
@@ -378,7 +366,8 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 	if err := os.WriteFile(filepath.Join(b.dir, "owner"), d.owner, 0o600); err != nil {
 		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
 	}
-	t, err := d.proc.Template(spec)
+	resolver := hosttemplate.Resolver(spec, d.cfg.Network)
+	t, err := d.rt.Template().Template(resolver)
 	if err != nil {
 		return fail(err)
 	}
@@ -388,22 +377,22 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 			return err
 		}
 	}
-	if err := b.assemble(spec, t, lowers, d.proc.NameFiles(spec), d.cfg.InitPath, uids.HostID); err != nil {
+	if err := b.assemble(spec, t, lowers, hosttemplate.NameFiles(resolver), d.cfg.InitPath, uids.HostID); err != nil {
 		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, snapshot.ErrCorrupt) {
 			return fail(err)
 		}
 		return fail(fmt.Errorf("root filesystem: %v: %w", err, errdefs.ErrSetup))
 	}
 	// runc's sandboxes are the host kernel's processes, counted by the host's pids cgroup;
-	// gVisor's are its own, counted in its kernel (process.Launcher.GuestPids).
+	// gVisor's are its own, counted in its kernel (host.Launcher.GuestPids).
 	if rt.name == sandbox.RuntimeRunc {
-		c.pids = spec.Resources.MaxProcesses + initTasks
+		c.pids = spec.Resources.MaxProcesses + guest.InitTasks
 	}
 	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, c.pids, uids)); err != nil {
 		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
 	}
 	if b.control != "" {
-		if c.control, err = listenControl(b, uids.HostID(process.InitUID)); err != nil {
+		if c.control, err = listenControl(b, uids.HostID(guest.InitUID)); err != nil {
 			return fail(fmt.Errorf("control socket: %v: %w", err, errdefs.ErrSetup))
 		}
 	}
@@ -428,11 +417,11 @@ func (d *Driver) extractOptions(uids uidalloc.Range) snapshot.ExtractOptions {
 func (d *Driver) launch(ctx context.Context, id string, spec sandbox.Spec, c *built, image string, start func(context.Context, *os.File) (int, error)) (driver.Sandbox, error) {
 	var guestPids, guestMemory int64
 	if c.rt.name == sandbox.RuntimeRunsc {
-		guestPids = spec.Resources.MaxProcesses + initTasks
+		guestPids = spec.Resources.MaxProcesses + guest.InitTasks
 		guestMemory = spec.Resources.MemoryMB << 20
 	}
 	rt, b, cg := c.rt, c.b, c.cg
-	s, err := d.proc.Launch(ctx, id, spec, c.gw, process.Launcher{
+	s, err := d.rt.Launch(ctx, id, spec, c.gw, host.Launcher{
 		Start:     start,
 		Control:   c.control,
 		Restore:   image,

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/container"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
@@ -57,29 +55,29 @@ func imageLevels(t *testing.T, store *image.Store) []imageLevel {
 
 // newProcessDriver returns a process-level driver with its own state and cgroup parent (so its
 // own instance in the host's uid records), that makes sandboxes from images in store.
-func newProcessDriver(t *testing.T, store driver.Images) *process.Driver {
+func newProcessDriver(t *testing.T, store driver.Images) processLevel {
 	t.Helper()
 	state, err := os.MkdirTemp("", "airlock-test-cimage-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(state, 0o755)
-	cfg := process.DefaultConfig()
-	cfg.StateDir = state
-	cfg.CgroupParent = fmt.Sprintf("airlock-test-cimg-%d", os.Getpid())
-	cfg.Images = store
-	d := process.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	t.Cleanup(func() {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
-		for _, dir := range dirs {
-			os.Remove(dir)
-		}
-		os.RemoveAll(state)
+	t.Cleanup(func() { os.RemoveAll(state) })
+	d := drivertest.ProcessLevel(t, drivertest.ProcessOptions{
+		CgroupParent: fmt.Sprintf("airlock-test-cimg-%d", os.Getpid()),
+		StateDir:     state,
+		Images:       store,
 	})
 	if c := d.Capabilities(); !c.Available {
 		t.Skipf("process level unavailable: %s", c.Reason)
 	}
 	return d
+}
+
+// processLevel is the process level as these tests use it.
+type processLevel interface {
+	driver.Driver
+	Leftovers() []string
 }
 
 // newImageStore opens a store in a temporary directory that reads no credentials of the host.

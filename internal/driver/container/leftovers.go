@@ -20,6 +20,11 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
+var (
+	_ driver.Reclaimer = (*Driver)(nil)
+	_ driver.Sweeper   = (*Driver)(nil)
+)
+
 // Reclaim implements driver.Reclaimer: whatever is left of sandbox id — its container in either
 // runtime, its mounts, its bundle — is released.
 func (d *Driver) Reclaim(ctx context.Context, id string) error {
@@ -36,7 +41,7 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	}
 	err = errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
 	if err == nil {
-		d.proc.ReclaimUIDs(sandbox.LevelContainer, id)
+		d.rt.ReclaimUIDs(sandbox.LevelContainer, id)
 	}
 	return err
 }
@@ -143,7 +148,7 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
-	return append(out, d.proc.UIDLeftovers(sandbox.LevelContainer)...)
+	return append(out, d.rt.UIDLeftovers(sandbox.LevelContainer)...)
 }
 
 // cgroupDirs are the directories of cgroup parent/name (name may be a glob) in every mounted

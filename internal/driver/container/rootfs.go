@@ -12,8 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/fsroot"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/hosttemplate"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -41,7 +43,7 @@ type bundle struct {
 	// seed, when set, fills the fresh layer from a snapshot before anything is built on it.
 	seed func(layer string) error
 	// control, when set, is the directory of init's control socket, bound at controlDir
-	// (gVisor's init dials it: see process.Launcher.Control).
+	// (gVisor's init dials it: see host.Launcher.Control).
 	control string
 }
 
@@ -83,7 +85,7 @@ var writable = []string{"/tmp", "/workspace"}
 
 // assemble builds the root filesystem on the host. lowers are an image's layer directories, top
 // first; none means the host template t.
-func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []string, nameFiles map[string]string, initPath string, hostID func(int) int) error {
+func (b *bundle) assemble(spec sandbox.Spec, t hosttemplate.Template, lowers []string, nameFiles map[string]string, initPath string, hostID func(int) int) error {
 	if err := os.MkdirAll(b.layer, 0o711); err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			return fmt.Errorf("mount image layers: %w", err)
 		}
 		for p, content := range nameFiles {
-			dst, err := process.ResolveIn(b.base, p)
+			dst, err := fsroot.ResolveIn(b.base, p)
 			if err != nil {
 				return err
 			}
@@ -128,7 +130,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			}
 		}
 		for _, d := range []string{"/proc", "/dev/shm", "/dev/pts", "/etc"} {
-			if p, err := process.ResolveIn(b.base, d); err == nil {
+			if p, err := fsroot.ResolveIn(b.base, d); err == nil {
 				os.MkdirAll(p, 0o755)
 			}
 		}
@@ -150,7 +152,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		}
 	}
 	for _, d := range dirs {
-		p, err := process.ResolveIn(b.base, d)
+		p, err := fsroot.ResolveIn(b.base, d)
 		if err != nil {
 			return err
 		}
@@ -164,7 +166,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 			os.Lchown(p, hostID(uid), hostID(uid))
 		}
 	}
-	initDir, err := process.ResolveIn(b.base, "/.airlock")
+	initDir, err := fsroot.ResolveIn(b.base, "/.airlock")
 	if err != nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		if err := os.Mkdir(b.control, 0o700); err != nil {
 			return err
 		}
-		if err := os.Lchown(b.control, hostID(process.InitUID), hostID(process.InitUID)); err != nil {
+		if err := os.Lchown(b.control, hostID(guest.InitUID), hostID(guest.InitUID)); err != nil {
 			return err
 		}
 	}
@@ -207,7 +209,7 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 		}
 	}
 	for _, d := range dirs {
-		src, _ := process.ResolveIn(b.base, d)
+		src, _ := fsroot.ResolveIn(b.base, d)
 		if err := bindAt(b.rootfs, src, d, false); err != nil {
 			return err
 		}
@@ -241,10 +243,10 @@ func (b *bundle) assemble(spec sandbox.Spec, t process.HostTemplate, lowers []st
 // hostPaths covers the template's hidden directories with an empty one, binds the operator's
 // paths over them (or elsewhere, their mount points made in the base), and makes the covers
 // read-only.
-func (b *bundle) hostPaths(t process.HostTemplate) error {
+func (b *bundle) hostPaths(t hosttemplate.Template) error {
 	var covers []string
 	for _, h := range t.Hidden {
-		p, err := process.ResolveIn(b.rootfs, h)
+		p, err := fsroot.ResolveIn(b.rootfs, h)
 		if err != nil {
 			return err
 		}
@@ -278,7 +280,7 @@ func (b *bundle) hostPaths(t process.HostTemplate) error {
 }
 
 // skeleton makes the host template's mount points and merged-/usr links in dir.
-func skeleton(dir string, t process.HostTemplate) error {
+func skeleton(dir string, t hosttemplate.Template) error {
 	for _, d := range append(append([]string{}, t.Dirs...), "/etc", "/proc", "/dev/shm", "/dev/pts") {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
@@ -295,7 +297,7 @@ func skeleton(dir string, t process.HostTemplate) error {
 // writablePath refuses a readWrite path that a read-only mount covers (the host template's
 // directories and /etc, read-only binds), and reports one inside a writable bind, which is
 // writable already.
-func writablePath(field, p string, spec sandbox.Spec, t process.HostTemplate, hostTemplate bool) (bound bool, err error) {
+func writablePath(field, p string, spec sandbox.Spec, t hosttemplate.Template, hostTemplate bool) (bound bool, err error) {
 	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	if hostTemplate {
 		for _, d := range append(append([]string{}, t.Dirs...), "/etc") {
@@ -341,12 +343,12 @@ func (b *bundle) userMount(field string, m sandbox.Bind) error {
 // (the layer's directories, a writable volume); where it cannot be made, nothing can be written
 // there anyway.
 func (b *bundle) readOnly(p string) error {
-	dst, err := process.ResolveIn(b.rootfs, p)
+	dst, err := fsroot.ResolveIn(b.rootfs, p)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		if base, err := process.ResolveIn(b.base, p); err == nil {
+		if base, err := fsroot.ResolveIn(b.base, p); err == nil {
 			os.MkdirAll(base, 0o755) // the writable directories are binds of the base's
 		}
 		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
@@ -366,7 +368,7 @@ func (b *bundle) readOnly(p string) error {
 // block makes path p of the sandbox inaccessible: an empty mode-000 tmpfs on a directory, an
 // empty mode-000 file on a file.
 func (b *bundle) block(p string) error {
-	dst, err := process.ResolveIn(b.rootfs, p)
+	dst, err := fsroot.ResolveIn(b.rootfs, p)
 	if err != nil {
 		return err
 	}
@@ -387,7 +389,7 @@ func (b *bundle) block(p string) error {
 // bindAt binds host path src at sandbox path dst of root (whose mount point must exist in the
 // base below it, or is made when root's mount allows).
 func bindAt(root, src, dst string, ro bool) error {
-	p, err := process.ResolveIn(root, dst)
+	p, err := fsroot.ResolveIn(root, dst)
 	if err != nil {
 		return err
 	}
@@ -414,7 +416,7 @@ func bindRO(src, dst string, ro bool) error {
 
 // mountPoint makes a directory (for a directory src) or an empty file at sandbox path p of base.
 func mountPoint(base, p, src string) error {
-	dst, err := process.ResolveIn(base, p)
+	dst, err := fsroot.ResolveIn(base, p)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func (r *runtime) global(networked bool) []string {
 			net = "host"
 		}
 		// --host-uds=open: init dials its control socket, the one host socket in the sandbox's
-		// tree (see process.Launcher.Control); gVisor's checkpoint can save no socket the host
+		// tree (see host.Launcher.Control); gVisor's checkpoint can save no socket the host
 		// passed in.
 		// --restore-spec-validation=warning: a restore is a new instance with a host uid range
 		// of its own (every live sandbox has one), and runsc's validation refuses any change of

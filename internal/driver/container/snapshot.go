@@ -14,12 +14,12 @@ import (
 
 var _ driver.Restorer = (*Driver)(nil)
 
-// snapshot saves sandbox id (process.Launcher.Snapshot): its layer, read on the host from the
+// snapshot saves sandbox id (host.Launcher.Snapshot): its layer, read on the host from the
 // bundle, and, with mem on runsc, its kernel — processes, memory, descriptors — by gVisor's
 // checkpoint into the directory mem, at the same instant: the sandbox is paused by the runtime
 // for both, and the checkpoint leaves it running. Otherwise the layer alone, with the sandbox's
 // cgroup frozen: runc's processes are the host kernel's, and saving them would take CRIU.
-// (process.Sandbox.Snapshot has made the sandbox ready for a checkpoint: no exec runs, and init
+// (host.Sandbox.Snapshot has made the sandbox ready for a checkpoint: no exec runs, and init
 // holds no host descriptor.)
 func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle, uids uidalloc.Range, cg *cgroups.Cgroup, w io.Writer, mem string, paused bool) (bool, error) {
 	writeLayer := func() error {

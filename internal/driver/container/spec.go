@@ -7,17 +7,18 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // initCaps are what airlock's init needs to lock itself down and then start, and signal,
-// commands as the sandbox's user (see process.lockdown); no command ever has any.
+// commands as the sandbox's user (see pid1's lockdown); no command ever has any.
 var initCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL", "CAP_CHOWN"}
 
 // guestInitCaps are gVisor's: init also mounts the sandbox kernel's pids cgroup (see
-// process.Launcher.GuestPids).
+// host.Launcher.GuestPids).
 var guestInitCaps = append(initCaps[:len(initCaps):len(initCaps)], "CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE")
 
 // maskedPaths and readonlyPaths are Docker's: /proc files about the host's kernel and hardware
@@ -41,7 +42,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 	}
 	s := &specs.Spec{
 		Version:  specs.Version,
-		Hostname: process.Hostname,
+		Hostname: guest.Hostname,
 		Root:     &specs.Root{Path: b.rootfs},
 		Process: &specs.Process{
 			Args: []string{"airlock-init"},
@@ -83,7 +84,7 @@ func ociSpec(rt *runtime, id, cgroupParent string, spec sandbox.Spec, b *bundle,
 		},
 	}
 	if b.control != "" {
-		s.Process.Env = append(s.Process.Env, process.ControlEnv+"="+controlSocket)
+		s.Process.Env = append(s.Process.Env, guest.ControlEnv+"="+controlSocket)
 	}
 	if pidsLimit > 0 {
 		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: pidsLimit}
@@ -108,10 +109,10 @@ func ptr[T any](v T) *T { return &v }
 
 // memoryLimit is the runtime cgroup's memory limit for a sandbox of memory bytes: gVisor's has
 // headroom for its sentry, and airlock enforces the sandbox's own limit inside (see
-// process.GuestHeadroom).
+// host.GuestHeadroom).
 func memoryLimit(rt *runtime, memory int64) int64 {
 	if rt.name == sandbox.RuntimeRunsc {
-		return memory + process.GuestHeadroom(memory)
+		return memory + host.GuestHeadroom(memory)
 	}
 	return memory
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -30,7 +31,7 @@ func shell(t *testing.T, sb driver.Sandbox, line string) sandbox.ExecResult {
 func TestAdopt(t *testing.T) {
 	d := newDriverWith(t, func(c *process.Config) { c.OrphanGrace = 2 * time.Second })
 	ctx := context.Background()
-	newBox := func() (sandbox.Spec, *process.Sandbox, json.RawMessage) {
+	newBox := func() (sandbox.Spec, *host.Sandbox, json.RawMessage) {
 		var spec sandbox.Spec
 		spec.Resources.MemoryMB, spec.Resources.DiskMB = 128, 16
 		sandbox.SetDefaults(&spec)
@@ -39,13 +40,13 @@ func TestAdopt(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sb.Destroy(ctx) })
-		return spec, sb.(*process.Sandbox), sb.(driver.HostFacter).HostFacts()
+		return spec, sb.(*host.Sandbox), sb.(driver.HostFacter).HostFacts()
 	}
 
 	t.Run("within the grace", func(t *testing.T) {
 		spec, old, facts := newBox()
 		shell(t, old, "echo kept > /workspace/f; sh -c 'sleep 300 >/dev/null 2>&1 &'")
-		old.DropControl()
+		old.Abandon()
 		<-old.Done()
 		time.Sleep(300 * time.Millisecond) // init notices, and keeps the sandbox
 		sb, err := d.Adopt(ctx, old.ID(), spec, facts)
@@ -78,10 +79,10 @@ func TestAdopt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		old := sb.(*process.Sandbox)
+		old := sb.(*host.Sandbox)
 		t.Cleanup(func() { old.Destroy(ctx) })
 		facts := old.HostFacts()
-		old.DropControl()
+		old.Abandon()
 		adopted, err := d.Adopt(ctx, old.ID(), spec, facts)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +98,7 @@ func TestAdopt(t *testing.T) {
 		if err := old.Pause(ctx); err != nil {
 			t.Fatal(err)
 		}
-		old.DropControl()
+		old.Abandon()
 		sb, err := d.Adopt(ctx, old.ID(), spec, facts)
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +139,7 @@ func TestAdopt(t *testing.T) {
 
 	t.Run("past the grace", func(t *testing.T) {
 		spec, old, facts := newBox()
-		old.DropControl()
+		old.Abandon()
 		select {
 		case <-exited(old):
 		case <-time.After(10 * time.Second):
@@ -154,7 +155,7 @@ func TestAdopt(t *testing.T) {
 }
 
 // exited is closed when the sandbox's init is gone.
-func exited(s *process.Sandbox) <-chan struct{} {
+func exited(s *host.Sandbox) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)

@@ -2,15 +2,15 @@
 // mount, net, uts, ipc, cgroup), a size-capped writable layer under a read-only root, cgroup
 // limits, rlimits, Landlock, no capabilities, no_new_privs and a seccomp allowlist.
 //
-// The driver (this package's Driver and Sandbox, in the airlock process) starts the airlock binary
-// again as the sandbox's init (init.go), in fresh namespaces, and talks to it over a socket
-// (proto.go). Init builds the root filesystem (mounts.go) from a plan the driver made (plan.go),
-// locks itself down and then starts the commands the driver sends it.
+// It runs on the host, in the airlock process. The driver starts the airlock binary again as the
+// sandbox's init (internal/guest/pid1), in fresh namespaces it makes, and drives it through the
+// host side of airlock's init (internal/guest/host), which its sandboxes are: init builds the root
+// filesystem from a plan the driver made (plan.go), locks itself down and then starts the commands
+// it is sent. The driver also owns what the other levels that run init share with it (Runtime).
 package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,17 +20,17 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/rlimit"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/seccomp"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -40,15 +40,14 @@ type Config struct {
 	CgroupParent string
 	// UIDBase and UIDRanges are the pool of host uids (and gids) that sandboxes' ids are mapped to:
 	// UIDRanges ranges of 65536 ids from the first multiple of 65536 at or above UIDBase (0:
-	// DefaultUIDRanges). Every live sandbox, of this level or the container level, has a range of
-	// its own, disjoint from every other airlock's on the host (uids.go). No sandbox id maps to
-	// host root.
+	// uidalloc.DefaultRanges). Every live sandbox, of any level, has a range of its own, disjoint
+	// from every other airlock's on the host (host.Runtime). No sandbox id maps to host root.
 	UIDBase   uint32
 	UIDRanges int
 	// UIDDir holds the host-wide records of the uid allocator; empty: uidalloc.DefaultDir, which
 	// every airlock on a host must share (tests of the allocator alone use another).
 	UIDDir string
-	// Instance names this airlock in those records; empty: InstanceOf(StateDir).
+	// Instance names this airlock in those records; empty: uidalloc.InstanceOf(StateDir).
 	Instance string
 	// InitPath is the binary started as the sandbox's init; default /proc/self/exe.
 	InitPath string
@@ -70,37 +69,19 @@ type Config struct {
 	HostPaths []string
 }
 
-// DefaultConfig returns the defaults: cgroups under "airlock", ids from 2000000000.
+// DefaultConfig returns the defaults: cgroups under "airlock", ids from uidalloc.DefaultBase.
 func DefaultConfig() Config {
-	return Config{CgroupParent: "airlock", UIDBase: 2_000_000_000, InitPath: "/proc/self/exe", StateDir: "/var/lib/airlock/process"}
+	return Config{CgroupParent: "airlock", UIDBase: uidalloc.DefaultBase, InitPath: "/proc/self/exe", StateDir: "/var/lib/airlock/process"}
 }
-
-// initTasks is what init itself may use of the pids limit: the Go runtime's threads. The limit
-// the kernel enforces is MaxProcesses plus this, so that the agent gets what it asked for.
-const initTasks = 8
 
 // Driver is the process isolation level.
 type Driver struct {
 	cfg         Config
 	log         *slog.Logger
 	caps        driver.Capabilities
+	rt          *host.Runtime   // init's host side: seccomp filter, uid ranges, host template
 	cgroups     *cgroups.Layout // nil when unavailable
-	host        hostTemplate
 	landlockABI int
-
-	filterDone chan struct{} // closed when filter is compiled
-	filter     []byte        // the seccomp program every sandbox gets, 8 bytes per instruction
-	filterErr  error
-
-	etcMu   sync.Mutex        // guards etcDirs
-	etcDirs map[string]string // the host template's /etc by name server, built once per process
-
-	uids     *uidalloc.Pool // the host uid ranges of sandboxes; nil when unusable (uidsErr)
-	uidsErr  error
-	instance string
-
-	usedMu sync.Mutex              // guards used
-	used   map[string]map[int]bool // the ranges this process allocated, by level (for leak checks)
 
 	// orphanedAt is when the previous driver on the state dir was last alive (alive.go); zero
 	// when it stopped cleanly or never ran. Set in New.
@@ -110,7 +91,10 @@ type Driver struct {
 	beats      sync.WaitGroup // the heartbeat
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver  = (*Driver)(nil)
+	_ driver.Sweeper = (*Driver)(nil)
+)
 
 // New probes the host once and returns the driver. It never fails: a host that cannot run the
 // level yields a driver whose Capabilities say why, and whose Create returns ErrUnavailable.
@@ -118,25 +102,20 @@ func New(cfg Config, log *slog.Logger) *Driver {
 	if cfg.InitPath == "" {
 		cfg.InitPath = "/proc/self/exe"
 	}
-	d := &Driver{cfg: cfg, log: log, filterDone: make(chan struct{}), used: map[string]map[int]bool{}, stop: make(chan struct{})}
+	d := &Driver{cfg: cfg, log: log, stop: make(chan struct{})}
 	if cfg.OrphanGrace > 0 {
 		d.heartbeat(d.stop)
 	}
-	d.uids, d.instance, d.uidsErr = newUIDPool(cfg)
-	// Compiling the filter overlaps with whatever the caller does next (for a one-shot run:
-	// starting the first sandbox's init).
-	go func() {
-		defer close(d.filterDone)
-		prog, err := seccomp.Default().Compile()
-		if err != nil {
-			d.filterErr = err
-			return
-		}
-		d.filter = unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), len(prog)*8)
-	}()
+	d.rt = host.NewRuntime(host.Config{UIDBase: cfg.UIDBase, UIDRanges: cfg.UIDRanges, UIDDir: cfg.UIDDir,
+		Instance: cfg.Instance, StateDir: cfg.StateDir, HostPaths: cfg.HostPaths}, log)
 	d.caps = d.probe()
 	return d
 }
+
+// Runtime is the host side of airlock's init as this airlock process runs it, which the other
+// levels that run init share (the levels package hands it to the container level): the seccomp
+// filter, the host uid ranges of every level's sandboxes, the host template.
+func (d *Driver) Runtime() *host.Runtime { return d.rt }
 
 // Sweep removes what killed airlock processes left behind (see SweepOrphans) and logs it. Callers
 // run it off the hot path: the one-shot runner while its command runs, the daemon at start.
@@ -147,8 +126,8 @@ func (d *Driver) Sweep(ctx context.Context) {
 	if swept := d.sweepSockets(ctx, orphanAge); len(swept) > 0 {
 		d.log.Info("removed the init sockets of gone sandboxes", "sandboxes", swept)
 	}
-	if d.uids != nil {
-		if freed := d.uids.Sweep(); len(freed) > 0 {
+	if uids := d.rt.UIDs(); uids != nil {
+		if freed := uids.Sweep(); len(freed) > 0 {
 			d.log.Info("freed the uid ranges of gone sandboxes", "ranges", freed)
 		}
 	}
@@ -178,21 +157,9 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 	if err := rlimit.EnsureNoFile(uint64(spec.Resources.MaxOpenFiles)); err != nil {
 		return nil, err
 	}
-	var lowers []string
-	release := func() {}
-	if spec.Image != "" {
-		if d.cfg.Images == nil {
-			return nil, errdefs.Unavailable("image", "no image store is configured")
-		}
-		dirs, env, rel, err := d.cfg.Images.Layers(ctx, spec.Image)
-		if err != nil {
-			return nil, err
-		}
-		release = rel
-		for i := len(dirs) - 1; i >= 0; i-- { // overlayfs takes the top layer first
-			lowers = append(lowers, dirs[i])
-		}
-		spec.Environment = driver.WithImageEnv(spec.Environment, env)
+	lowers, spec, release, err := driver.ImageLayers(ctx, d.cfg.Images, spec)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := d.plan(id, spec, lowers)
 	if err != nil {
@@ -207,7 +174,7 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		}
 		cfg.HostNet = true
 	}
-	uids, err := d.AllocateUIDs(sandbox.LevelProcess, id, "")
+	uids, err := d.rt.AllocateUIDs(sandbox.LevelProcess, id, "")
 	if err != nil {
 		if gw != nil {
 			gw.Close()
@@ -215,55 +182,70 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		release()
 		return nil, err
 	}
-	s, err := d.start(ctx, id, spec, cfg, gw, seed, uids)
-	if err != nil {
-		if gw != nil {
-			gw.Close()
+	// From here on the sandbox's Destroy, should the launch fail, releases the network, the
+	// range (once init is reaped and the cgroup gone) and the image.
+	l := d.launcher(id, spec, uids, cfg.Root.Lowers, release)
+	l.Config, l.Seed = cfg, seed
+	l.Files = func(pid int) ([]*os.File, error) { return openSources(cfg, pid) }
+	l.NewCgroup = func() (*cgroups.Cgroup, error) { return d.newCgroup(id, spec) }
+	var cmd *exec.Cmd
+	l.Start = func(ctx context.Context, ctl *os.File) (int, error) {
+		var err error
+		cmd, err = d.startInit(id, cfg, ctl, uids, gw)
+		if err != nil {
+			return 0, err
 		}
-		release()
-		return nil, err
+		return cmd.Process.Pid, nil
 	}
-	s.release = release
-	s.lowers = cfg.Root.Lowers
-	return s, nil
+	l.Wait = func() { cmd.Wait() }
+	return d.rt.Launch(ctx, id, spec, gw, l)
 }
 
-// start launches init in new namespaces and sends it the plan. While init boots and builds the
-// root filesystem, the driver makes the cgroup and moves init into it (on cgroup v1 that move waits
-// for an RCU grace period, so the overlap matters); only then may init lock down and report ready.
-//
-// uids is the sandbox's host uid range; until the sandbox exists, start frees it on failure, and
-// from then on the sandbox's Destroy does.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *initConfig, gw *egress.Gateway, seed io.Reader, uids uidalloc.Range) (*Sandbox, error) {
-	setupErr := func(err error) error { return fmt.Errorf("sandbox %s: %w: %w", id, err, errdefs.ErrSetup) }
-	early := func(err error) (*Sandbox, error) {
-		d.ReleaseUIDs(sandbox.LevelProcess, id, uids)
-		return nil, setupErr(err)
+// launcher is how the process level runs the init of sandbox id, whose ids are mapped to uids:
+// it has init build the root over lowers and hold the writable layer; the sandbox's Destroy frees
+// uids (once nothing runs with them), its adoption socket and, when not nil, release (an image's
+// layers). create adds how init starts; Adopt finds it running.
+func (d *Driver) launcher(id string, spec sandbox.Spec, uids uidalloc.Range, lowers []string, release func()) host.Launcher {
+	l := host.Launcher{
+		PidsLimit: spec.Resources.MaxProcesses + guest.InitTasks,
+		UIDs:      uids,
+		InitLayer: true,
+		Lowers:    lowers,
 	}
-	t0 := time.Now()
-	driverEnd, initEnd, err := socketPair()
-	if err != nil {
-		return early(err)
+	if d.cfg.OrphanGrace > 0 {
+		l.Socket = d.adoptSocket(id)
 	}
-	defer initEnd.Close()
-	ctl, err := newConn(driverEnd)
-	if err != nil {
-		return early(err)
+	l.Gone = func(clean bool) {
+		if clean {
+			d.rt.ReleaseUIDs(sandbox.LevelProcess, id, uids)
+		}
+		if d.cfg.OrphanGrace > 0 {
+			os.Remove(d.adoptSocket(id))
+		}
+		if release != nil {
+			release()
+		}
 	}
-	extra := []*os.File{initEnd}
+	return l
+}
+
+// startInit starts the airlock binary as sandbox id's init in new namespaces — user (its ids
+// mapped to uids), mount, PID, UTS, IPC and network (or gw's, made and owned by the host) — with
+// ctl as its control socket and, for an adoptable sandbox, the socket a new driver connects to.
+func (d *Driver) startInit(id string, cfg *guest.Config, ctl *os.File, uids uidalloc.Range, gw *egress.Gateway) (*exec.Cmd, error) {
+	extra := []*os.File{ctl}
 	if d.cfg.OrphanGrace > 0 {
 		ln, err := d.listenAdopt(id)
 		if err != nil {
-			ctl.close()
-			return early(err)
+			return nil, err
 		}
-		defer ln.Close()
+		defer ln.Close() // init's copy is what it listens on
 		extra = append(extra, ln)
 		cfg.OrphanGraceMs = d.cfg.OrphanGrace.Milliseconds()
 	}
 	cmd := &exec.Cmd{
 		Path:       d.cfg.InitPath,
-		Args:       []string{initArg0},
+		Args:       []string{guest.Arg0},
 		Env:        []string{"GOMAXPROCS=1", "GOTRACEBACK=none"},
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
@@ -278,12 +260,13 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 			Pdeathsig:  unix.SIGKILL,
 		},
 	}
-	if d.log.Enabled(ctx, slog.LevelDebug) {
+	if d.log.Enabled(context.Background(), slog.LevelDebug) {
 		cmd.Env = []string{"GOMAXPROCS=1"}
 		cmd.Stderr = os.Stderr
 	}
 	// Pdeathsig fires when the thread that started the child exits; keep it alive while starting.
 	runtime.LockOSThread()
+	var err error
 	if gw != nil {
 		// Born in the sandbox's network namespace, made and owned by the host: the sandbox's
 		// root has no power over its interfaces or firewall.
@@ -294,92 +277,23 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 	}
 	runtime.UnlockOSThread()
 	if err != nil {
-		ctl.close()
-		if d.cfg.OrphanGrace > 0 {
-			os.Remove(d.adoptSocket(id))
-		}
-		return early(fmt.Errorf("start init: %w", err))
+		return nil, fmt.Errorf("start init: %w", err)
 	}
-	tStarted := time.Since(t0)
-	s := &Sandbox{id: id, d: d, spec: spec, proc: cmd.Process, ctl: ctl, pid: cmd.Process.Pid, gw: gw, uids: uids,
-		waiters: map[string]chan *message{}, done: make(chan struct{}), exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.exited) }()
-	ready := make(chan *message, 1)
-	s.waiters[""] = ready
-	go s.readLoop()
-	fail := func(err error) (*Sandbox, error) {
-		s.Destroy(context.Background())
-		return nil, setupErr(err)
-	}
+	return cmd, nil
+}
 
-	<-d.filterDone
-	if d.filterErr != nil {
-		return fail(d.filterErr)
-	}
-	cfg.Seccomp = d.filter
-	srcs, err := openSources(cfg, s.pid)
-	if err != nil {
-		return fail(err)
-	}
-	var fed chan error // the restore's feeder, when seeded
-	if seed != nil {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			closeAll(srcs)
-			return fail(err)
-		}
-		i := len(srcs)
-		srcs, cfg.Root.Seed = append(srcs, pr), &i
-		fed = make(chan error, 1)
-		go func() { fed <- feed(pw, seed) }()
-		fail = func(err error) (*Sandbox, error) {
-			s.Destroy(context.Background()) // init is gone, and the pipe with it
-			return nil, setupErr(seeded(fed, err))
-		}
-	}
-	err = ctl.send(&message{Kind: msgConfig, Config: cfg}, srcs...)
-	closeAll(srcs)
-	if err != nil {
-		return fail(fmt.Errorf("send config: %w", err))
-	}
+// newCgroup makes sandbox id's cgroup with spec's limits. The pids limit leaves init its
+// threads (guest.InitTasks).
+func (d *Driver) newCgroup(id string, spec sandbox.Spec) (*cgroups.Cgroup, error) {
 	cg, err := d.cgroups.New(d.cfg.CgroupParent, id)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	s.cg = cg
-	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + initTasks}
+	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + guest.InitTasks}
 	if err := cg.Set(res); err != nil {
-		return fail(fmt.Errorf("cgroup limits: %w", err))
+		return cg, fmt.Errorf("cgroup limits: %w", err)
 	}
-	if s.events, err = cg.OpenEvents(); err != nil {
-		return fail(err)
-	}
-	if err := cg.AddProc(s.pid); err != nil {
-		// Init may have died of a setup error first; its own words say more than ESRCH.
-		select {
-		case m := <-ready:
-			if m != nil && m.Kind == msgError {
-				return fail(errors.New(m.Error))
-			}
-		case <-time.After(time.Second):
-		}
-		return fail(err)
-	}
-	tPlaced := time.Since(t0)
-	if err := ctl.send(&message{Kind: msgPlaced}); err != nil {
-		return fail(fmt.Errorf("init is gone: %w", err))
-	}
-	if err := s.awaitReady(ctx, ready); err != nil {
-		return fail(err)
-	}
-	if fed != nil {
-		if err := seeded(fed, nil); err != nil {
-			fed = nil // already waited for
-			return fail(err)
-		}
-	}
-	d.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0))
-	return s, nil
+	return cg, nil
 }
 
 // openSources turns every mount source of cfg into a detached mount tree (open_tree with
@@ -391,12 +305,18 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 // root on disk, belong to the sandbox's root inside, so the copy-on-write layer above can change
 // them. It is read-only, so nothing the sandbox does reaches the disk as host root. Binds keep host
 // ownership: a read-write bind must never let the sandbox create host-root files.
-func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
+func openSources(cfg *guest.Config, initPid int) (_ []*os.File, err error) {
 	var files []*os.File
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+		}
+	}()
 	clone := func(p string, ro bool, idmapPid int) (int, error) {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
-			closeAll(files)
 			return 0, fmt.Errorf("clone mount %s: %w", p, err)
 		}
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
@@ -407,7 +327,6 @@ func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 			ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", idmapPid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				unix.Close(fd)
-				closeAll(files)
 				return 0, fmt.Errorf("user namespace of init: %w", err)
 			}
 			defer unix.Close(ns)
@@ -416,7 +335,6 @@ func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 		}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 			unix.Close(fd)
-			closeAll(files)
 			return 0, fmt.Errorf("set attributes of mount %s: %w", p, err)
 		}
 		files = append(files, os.NewFile(uintptr(fd), p))
@@ -441,9 +359,8 @@ func openSources(cfg *initConfig, initPid int) ([]*os.File, error) {
 		}
 		r.Binds[j].Fd = i
 	}
-	if len(files) > maxFds {
-		closeAll(files)
-		return nil, fmt.Errorf("%d mounts: at most %d: %w", len(files), maxFds, errdefs.ErrInvalidArgument)
+	if len(files) > guest.MaxFds {
+		return nil, fmt.Errorf("%d mounts: at most %d: %w", len(files), guest.MaxFds, errdefs.ErrInvalidArgument)
 	}
 	return files, nil
 }

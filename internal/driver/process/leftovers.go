@@ -107,5 +107,5 @@ func (d *Driver) Leftovers() []string {
 			out = append(out, "cgroup "+d.cfg.CgroupParent+"/"+n)
 		}
 	}
-	return append(out, d.UIDLeftovers(sandbox.LevelProcess)...)
+	return append(out, d.rt.UIDLeftovers(sandbox.LevelProcess)...)
 }

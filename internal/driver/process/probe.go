@@ -1,42 +1,26 @@
 package process
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/landlock"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/seccomp"
-	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
-// probe inspects the host once. Required checks decide availability; the others weaken the
-// level and `airlock doctor` says so.
+// probe inspects the host once: what airlock's init needs of it (the runtime's checks), and what
+// the level adds. Required checks decide availability; the others weaken the level and `airlock
+// doctor` says so.
 func (d *Driver) probe() driver.Capabilities {
 	c := driver.Capabilities{Level: sandbox.LevelProcess}
 	check := func(name string, required, ok bool, detail string) {
 		c.Checks = append(c.Checks, driver.Check{Name: name, OK: ok, Detail: detail, Required: required})
 	}
-
-	root := os.Geteuid() == 0
-	check("root", true, root, map[bool]string{true: "running as root",
-		false: "airlock creates cgroups and maps a host uid range for each sandbox: run it as root"}[root])
-
-	var u unix.Utsname
-	unix.Uname(&u)
-	rel := unix.ByteSliceToString(u.Release[:])
-	check("kernel", true, kernelAtLeast(rel, 5, 10), "Linux "+rel+" (needs 5.10 or later)")
-
-	n, _ := os.ReadFile("/proc/sys/user/max_user_namespaces")
-	userns := strings.TrimSpace(string(n))
-	check("user namespaces", true, userns != "" && userns != "0",
-		"user.max_user_namespaces = "+userns+map[bool]string{true: "", false: " (fix: sysctl -w user.max_user_namespaces=15000)"}[userns != "" && userns != "0"])
+	rc := d.rt.Checks()
+	c.Checks = append(c.Checks, rc.Root, rc.Kernel, rc.UserNamespaces)
 
 	layout, err := cgroups.Detect()
 	switch {
@@ -59,9 +43,7 @@ func (d *Driver) probe() driver.Capabilities {
 			false: "cgroup v1: each sandbox start waits ~1 RCU grace period to enter its cgroup (fix: echo 1 > /sys/kernel/rcu_expedited, or boot with cgroup v2)",
 		}[fast])
 	}
-	status, _ := os.ReadFile("/proc/self/status")
-	check("seccomp", true, strings.Contains(string(status), "Seccomp_filters:") || strings.Contains(string(status), "Seccomp:"),
-		"seccomp-bpf filters ("+strconv.Itoa(len(seccomp.Blocked()))+" calls answered EPERM, unknown calls ENOSYS)")
+	c.Checks = append(c.Checks, rc.Seccomp)
 
 	abi, err := landlock.ABI()
 	d.landlockABI = abi
@@ -73,21 +55,7 @@ func (d *Driver) probe() driver.Capabilities {
 
 	fs, _ := os.ReadFile("/proc/filesystems")
 	check("overlayfs", false, strings.Contains(string(fs), "\toverlay\n"), "needed for --rootfs DIR (copy-on-write root)")
-
-	host, err := probeHostTemplate(d.cfg.HostPaths)
-	d.host = host
-	detail := fmt.Sprintf("host /usr read-only (%s hidden), %d merged-/usr links, %d host /etc entries copied into a generated /etc, %d operator paths",
-		strings.Join(hostHidden, ", "), len(host.symlinks), len(host.etc), len(d.cfg.HostPaths))
-	if err != nil {
-		detail = err.Error()
-	}
-	check("host template", true, err == nil && len(host.binds) > 0, detail)
-
-	if d.uidsErr != nil {
-		check("uid ranges", true, false, d.uidsErr.Error())
-	} else {
-		check("uid ranges", true, true, fmt.Sprintf("a host range of %d uids per sandbox, records in %s, instance %s", uidalloc.Size, d.uids.Dir(), d.instance))
-	}
+	c.Checks = append(c.Checks, rc.HostTemplate, rc.UIDRanges)
 
 	var missing []string
 	for _, ch := range c.Checks {
@@ -111,14 +79,4 @@ func (d *Driver) probe() driver.Capabilities {
 		c.Features = append(c.Features, "cgroups:"+layout.Mode())
 	}
 	return c
-}
-
-func kernelAtLeast(release string, major, minor int) bool {
-	parts := strings.SplitN(release, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	ma, _ := strconv.Atoi(parts[0])
-	mi, _ := strconv.Atoi(strings.TrimLeftFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	return ma > major || ma == major && mi >= minor
 }

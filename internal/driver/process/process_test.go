@@ -19,14 +19,16 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/host"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
 	// This test binary is also every sandbox's init (the driver re-executes /proc/self/exe).
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -145,7 +147,7 @@ func TestSweepOrphans(t *testing.T) {
 }
 
 // newSandbox creates a sandbox of d with a defaulted spec and destroys it when t ends.
-func newSandbox(t testing.TB, d *process.Driver, spec sandbox.Spec) *process.Sandbox {
+func newSandbox(t testing.TB, d *process.Driver, spec sandbox.Spec) *host.Sandbox {
 	t.Helper()
 	sandbox.SetDefaults(&spec)
 	sb, err := d.Create(t.Context(), sandbox.NewID("sbx_"), spec)
@@ -157,10 +159,10 @@ func newSandbox(t testing.TB, d *process.Driver, spec sandbox.Spec) *process.San
 			t.Errorf("destroy: %v", err)
 		}
 	})
-	return sb.(*process.Sandbox)
+	return sb.(*host.Sandbox)
 }
 
-func execSh(t *testing.T, sb *process.Sandbox, timeout time.Duration, script string) (sandbox.ExecResult, error) {
+func execSh(t *testing.T, sb *host.Sandbox, timeout time.Duration, script string) (sandbox.ExecResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()

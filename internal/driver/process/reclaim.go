@@ -25,6 +25,6 @@ func (d *Driver) Reclaim(ctx context.Context, id string) error {
 			return fmt.Errorf("reclaim sandbox %s: %w", id, err)
 		}
 	}
-	d.ReclaimUIDs(sandbox.LevelProcess, id)
+	d.rt.ReclaimUIDs(sandbox.LevelProcess, id)
 	return nil
 }

@@ -23,7 +23,7 @@ func TestReclaimFrozenOrphan(t *testing.T) {
 	if err := old.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	old.DropControl()
+	old.Abandon()
 	select {
 	case <-exited(old):
 		t.Fatal("a frozen init ended by itself") // then this test no longer tests anything

@@ -51,7 +51,7 @@ type HostTemplateSettings struct {
 // DefaultSettings returns the section's defaults.
 func DefaultSettings() Settings {
 	d := DefaultConfig()
-	return Settings{CgroupParent: d.CgroupParent, UIDBase: d.UIDBase, UIDRanges: DefaultUIDRanges, OrphanGraceSeconds: 60}
+	return Settings{CgroupParent: d.CgroupParent, UIDBase: d.UIDBase, UIDRanges: uidalloc.DefaultRanges, OrphanGraceSeconds: 60}
 }
 
 // Validate checks the section.

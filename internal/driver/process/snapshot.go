@@ -2,113 +2,17 @@ package process
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/airlockrun/airlock/internal/driver"
-	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
-	"github.com/airlockrun/airlock/internal/snapshot"
 )
 
-var (
-	_ driver.Snapshotter = (*Sandbox)(nil)
-	_ driver.Restorer    = (*Driver)(nil)
-)
-
-// Snapshot implements driver.Snapshotter. The process level saves files only: its processes run
-// on the host's kernel, and saving them would take CRIU, which does not work on every kernel
-// (mem is ignored). The layer is read through init's clone of it (the host cannot see the
-// sandbox's mount namespace otherwise) while the sandbox's cgroup is frozen. A level that
-// launched init saves the way its Launcher says.
-func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, error) {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	if s.destroyed {
-		return false, fmt.Errorf("snapshot: sandbox %s is destroyed: %w", s.id, errdefs.ErrConflict)
-	}
-	if err := s.ended("snapshot"); err != nil {
-		return false, err
-	}
-	if s.ext != nil {
-		if s.ext.Snapshot == nil {
-			return false, fmt.Errorf("snapshot: this level cannot save sandboxes: %w", errdefs.ErrUnavailable)
-		}
-		if mem != "" && s.ext.Control != nil {
-			return s.snapshotMemory(ctx, w, mem)
-		}
-		return s.ext.Snapshot(ctx, w, "", s.paused)
-	}
-	if err := s.holdLayer(ctx, "snapshot"); err != nil {
-		return false, err
-	}
-	if !s.paused {
-		fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
-		err := s.cg.Freeze(fctx)
-		cancel()
-		if err != nil {
-			return false, fmt.Errorf("snapshot: freeze sandbox %s: %w", s.id, err)
-		}
-		defer s.cg.Thaw(context.WithoutCancel(ctx))
-	}
-	_, err := snapshot.WriteLayer(w, fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), snapshot.WriteOptions{
-		Layout: LayerLayout, SandboxID: s.uids.SandboxID,
-	})
-	return false, err
-}
-
-// SavesMemory implements driver.Snapshotter: only a sandbox whose init dials its control socket
-// (a runtime with a kernel of its own that it can save, gVisor's: see redial.go).
-func (s *Sandbox) SavesMemory() bool { return s.ext != nil && s.ext.Control != nil }
-
-// fetchLayer asks init for its clone of the writable layer.
-func (s *Sandbox) fetchLayer(ctx context.Context) (*os.File, error) {
-	m, err := s.request(ctx, msgLayer)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	if len(m.files) != 1 {
-		m.closeFiles()
-		return nil, fmt.Errorf("snapshot: init did not hand over the layer")
-	}
-	return m.files[0], nil
-}
+var _ driver.Restorer = (*Driver)(nil)
 
 // Restore implements driver.Restorer: Create, with init extracting the layer from a pipe the
-// driver feeds from layer before it builds anything on it. mem is ignored (files only).
+// driver feeds from layer before it builds anything on it (host.Launcher.Seed). mem is ignored
+// (files only).
 func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
 	return d.create(ctx, id, spec, layer)
-}
-
-// feed copies a snapshot's layer into w (init's pipe) and then reads layer to its end whatever
-// init did with it, so that the snapshot's digest is always checked. A corrupt snapshot's error
-// wins over the broken pipe it may have caused.
-func feed(w io.WriteCloser, layer io.Reader) error {
-	_, err := io.Copy(w, layer)
-	w.Close()
-	if _, derr := io.Copy(io.Discard, layer); derr != nil {
-		return derr
-	}
-	return err
-}
-
-// seeded waits for the feeder of a restore and says what it found: a corrupt snapshot fails the
-// restore even when init took everything it was given.
-func seeded(fed <-chan error, err error) error {
-	if fed == nil {
-		return err
-	}
-	ferr := <-fed
-	if errors.Is(ferr, snapshot.ErrCorrupt) {
-		return ferr
-	}
-	if err != nil {
-		return err
-	}
-	if ferr != nil {
-		return fmt.Errorf("restore the snapshot's layer: %w", ferr)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/process"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -27,8 +28,8 @@ func uidsOf(t *testing.T, sb driver.Sandbox) uidalloc.Range {
 
 // recorded reports whether the host's records hold range r for sandbox id of d.
 func recorded(d *process.Driver, id string, r uidalloc.Range) bool {
-	o := uidalloc.Owner{Instance: d.Instance(), Level: sandbox.LevelProcess, Sandbox: id}
-	for _, got := range d.UIDs().Owned(o) {
+	o := uidalloc.Owner{Instance: d.Runtime().Instance(), Level: sandbox.LevelProcess, Sandbox: id}
+	for _, got := range d.Runtime().UIDs().Owned(o) {
 		if got == r {
 			return true
 		}
@@ -36,7 +37,7 @@ func recorded(d *process.Driver, id string, r uidalloc.Range) bool {
 	return false
 }
 
-func newSmall(t *testing.T, d *process.Driver) *process.Sandbox {
+func newSmall(t *testing.T, d *process.Driver) *host.Sandbox {
 	t.Helper()
 	var spec sandbox.Spec
 	spec.Resources.MemoryMB, spec.Resources.DiskMB = 128, 16
@@ -46,7 +47,7 @@ func newSmall(t *testing.T, d *process.Driver) *process.Sandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Destroy(context.Background()) })
-	return sb.(*process.Sandbox)
+	return sb.(*host.Sandbox)
 }
 
 // TestOwnUIDRanges: two live sandboxes map their ids to disjoint host ranges, recorded in the
@@ -60,7 +61,7 @@ func TestOwnUIDRanges(t *testing.T) {
 		t.Fatalf("two live sandboxes share the uid range %v", ra)
 	}
 	for _, c := range []struct {
-		sb *process.Sandbox
+		sb *host.Sandbox
 		r  uidalloc.Range
 	}{{a, ra}, {b, rb}} {
 		m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", c.sb.InitPid()))
@@ -102,7 +103,7 @@ func TestReclaimFreesUIDRange(t *testing.T) {
 	d := newDriver(t)
 	sb := newSmall(t, d)
 	r := uidsOf(t, sb)
-	sb.DropControl()
+	sb.Abandon()
 	<-exited(sb)
 	if !recorded(d, sb.ID(), r) {
 		t.Fatalf("range %v freed before the sandbox was reclaimed", r)

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -138,7 +138,7 @@ func (s *Sandbox) workerGone(w *worker, res *sandbox.ExecResult, stderr interfac
 		res.TimedOut, res.ExitCode = true, sandbox.ExitTimeout
 		event(res, sandbox.EventLimitTimeout, "timeout reached; the command was stopped")
 	}
-	if process.LayerFull(fmt.Sprintf("/proc/%d/root%s", s.jail.InitPid(), jailStore)) {
+	if host.LayerFull(fmt.Sprintf("/proc/%d/root%s", s.jail.InitPid(), jailStore)) {
 		event(res, sandbox.EventLimitDisk, fmt.Sprintf("store of %d MiB is full", s.spec.Resources.DiskMB))
 	}
 }

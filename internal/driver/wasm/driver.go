@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/driver"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -68,8 +68,8 @@ type Driver struct {
 	cfg  Config
 	log  *slog.Logger
 	caps driver.Capabilities
-	proc *process.Driver // makes the jails
-	rt   *runtimes       // the interpreters as the daemon sees them: to probe, and to fill the cache
+	proc Jails     // makes the jails: the process level
+	rt   *runtimes // the interpreters as the daemon sees them: to probe, and to fill the cache
 
 	precompileOnce sync.Once
 	precompiled    chan struct{} // closed once the cache holds the interpreters (or could not)
@@ -83,10 +83,21 @@ var (
 	_ driver.Adopter   = (*Driver)(nil)
 )
 
+// Jails makes the jails wasm sandboxes run in: process-level sandboxes (*host.Sandbox), which
+// the levels package hands over as the process level itself. The wasm level knows it only by
+// what it does.
+type Jails interface {
+	driver.Driver
+	driver.Adopter
+	driver.Reclaimer
+	// Leftovers lists what the jails hold on the host with none alive (tests' leak checks).
+	Leftovers() []string
+}
+
 // New probes the runtimes in cfg.RuntimeDir; proc is the process level, which makes the jails.
 // The interpreters are compiled into the cache on the first sandbox's create (later daemons find
 // them there).
-func New(cfg Config, proc *process.Driver, log *slog.Logger) *Driver {
+func New(cfg Config, proc Jails, log *slog.Logger) *Driver {
 	if cfg.RuntimeDir == "" {
 		cfg.RuntimeDir = DefaultRuntimeDir
 	}
@@ -232,7 +243,12 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, layer
 	if err != nil {
 		return nil, fmt.Errorf("create the jail of sandbox %s: %w", id, err)
 	}
-	s := d.open(id, spec, js.(*process.Sandbox))
+	jail, err := asJail(js)
+	if err != nil {
+		js.Destroy(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	s := d.open(id, spec, jail)
 	defer func() {
 		if err != nil {
 			s.Destroy(context.WithoutCancel(ctx))
@@ -334,6 +350,15 @@ func checkSpec(spec sandbox.Spec) error {
 	return nil
 }
 
+// asJail is the process-level sandbox the jail maker made.
+func asJail(js driver.Sandbox) (*host.Sandbox, error) {
+	jail, ok := js.(*host.Sandbox)
+	if !ok {
+		return nil, fmt.Errorf("the jail is a %T, not a process-level sandbox", js)
+	}
+	return jail, nil
+}
+
 // Adopt implements driver.Adopter: a wasm sandbox is its jail, which a restarted daemon takes
 // over as the process level does (its worker ended with the daemon's stream; the next exec
 // starts one).
@@ -346,7 +371,11 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, host j
 	if err != nil {
 		return nil, fmt.Errorf("adopt sandbox %s: %w", id, err)
 	}
-	return d.open(id, spec, js.(*process.Sandbox)), nil
+	jail, err := asJail(js)
+	if err != nil {
+		return nil, fmt.Errorf("adopt sandbox %s: %w", id, err)
+	}
+	return d.open(id, spec, jail), nil
 }
 
 // Reclaim implements driver.Reclaimer: the sandbox's jail (its cgroup), and a store an airlock

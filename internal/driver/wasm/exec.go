@@ -19,9 +19,9 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm/node"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/host"
 )
 
 // run runs one command in the worker: the command's interpreter is instantiated afresh from its
@@ -77,7 +77,7 @@ func (g *guest) run(ctx context.Context, req execRequest, stdin io.Reader, stdou
 		return execReply{Error: err.Error()}
 	}
 	rep = execReply{ExitCode: exit, CPUTimeMs: cpu.Milliseconds(), PeakMemoryMB: float64(max(own+mem.peakBytes(), mem.resident.Load())) / (1 << 20),
-		Refused: mem.refused.Load(), OOM: mem.oom.Load(), DiskFull: process.LayerFull(g.root),
+		Refused: mem.refused.Load(), OOM: mem.oom.Load(), DiskFull: host.LayerFull(g.root),
 		WritesRefused: g.guard.refused.Load() - refused0}
 	if cause := context.Cause(ctx); ctx.Err() != nil {
 		rep.Stopped = true

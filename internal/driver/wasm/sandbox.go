@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/driver"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -35,7 +35,7 @@ const (
 type Sandbox struct {
 	d    *Driver
 	id   string
-	jail *process.Sandbox
+	jail *host.Sandbox
 
 	ctx    context.Context // cancelled by Destroy: every exec ends
 	cancel context.CancelFunc
@@ -67,7 +67,7 @@ var (
 )
 
 // open returns the sandbox on its jail.
-func (d *Driver) open(id string, spec sandbox.Spec, jail *process.Sandbox) *Sandbox {
+func (d *Driver) open(id string, spec sandbox.Spec, jail *host.Sandbox) *Sandbox {
 	s := &Sandbox{d: d, id: id, jail: jail, spec: spec}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -77,7 +77,7 @@ func (d *Driver) open(id string, spec sandbox.Spec, jail *process.Sandbox) *Sand
 func (s *Sandbox) ID() string { return s.id }
 
 // Jail is the process-level sandbox the sandbox's worker runs in.
-func (s *Sandbox) Jail() *process.Sandbox { return s.jail }
+func (s *Sandbox) Jail() *host.Sandbox { return s.jail }
 
 // Done implements driver.Watcher: the jail ended (its init was killed).
 func (s *Sandbox) Done() <-chan struct{} { return s.jail.Done() }

@@ -14,9 +14,9 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
-	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -27,8 +27,8 @@ var cacheDir string
 func TestMain(m *testing.M) {
 	// This test binary is also every jail's init and every worker (the process level re-executes
 	// /proc/self/exe as init; the worker binary is this executable).
-	if process.IsInit() {
-		process.Init()
+	if pid1.IsInit() {
+		pid1.Run()
 	}
 	if wasm.IsWorker() {
 		wasm.Worker()
@@ -79,20 +79,14 @@ func testLog() *slog.Logger {
 
 // newProcess is the process level the wasm level makes its jails with: a cgroup parent and uid
 // range of this test binary's, adoptable sandboxes (as the daemon's), state under state.
-func newProcess(t testing.TB, state string) *process.Driver {
-	cfg := process.DefaultConfig()
-	cfg.CgroupParent = fmt.Sprintf("airlock-test-wasm-%d", os.Getpid())
-	cfg.StateDir = filepath.Join(state, "process")
-	cfg.UIDBase = 2_150_000_000
-	cfg.OrphanGrace = 20 * time.Second
-	t.Cleanup(func() {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.CgroupParent)
-		dirs = append(dirs, "/sys/fs/cgroup/"+cfg.CgroupParent)
-		for _, d := range dirs {
-			os.Remove(d)
-		}
+func newProcess(t testing.TB, state string) wasm.Jails {
+	return drivertest.ProcessLevel(t, drivertest.ProcessOptions{
+		CgroupParent: fmt.Sprintf("airlock-test-wasm-%d", os.Getpid()),
+		StateDir:     filepath.Join(state, "process"),
+		UIDBase:      2_150_000_000,
+		OrphanGrace:  20 * time.Second,
+		Log:          testLog().With("level", "process"),
 	})
-	return process.New(cfg, testLog().With("level", "process"))
 }
 
 func newSandbox(t testing.TB, d driver.Driver, spec sandbox.Spec) driver.Sandbox {

@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"context"
@@ -6,19 +6,20 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 )
 
 var _ driver.Layerer = (*Sandbox)(nil)
 
-// Layer implements driver.Layerer. The process level's layer lives in init's mount namespace;
-// the host reads it through init's clone of it (as a snapshot does), live, without freezing the
-// sandbox. A level that launched init says where its layer is (Launcher.Writable).
+// Layer implements driver.Layerer. A layer init built lives in init's mount namespace
+// (Launcher.InitLayer): the host reads it through init's clone of it (as a snapshot does), live,
+// without freezing the sandbox. Otherwise the level says where its layer is (Launcher.Writable).
 func (s *Sandbox) Layer(ctx context.Context) (driver.Layer, error) {
-	if s.ext != nil {
-		if s.ext.Writable == nil {
+	if !s.l.InitLayer {
+		if s.l.Writable == nil {
 			return driver.Layer{}, fmt.Errorf("layer: this level cannot read sandbox layers: %w", errdefs.ErrUnavailable)
 		}
-		return *s.ext.Writable, nil
+		return *s.l.Writable, nil
 	}
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
@@ -31,7 +32,7 @@ func (s *Sandbox) Layer(ctx context.Context) (driver.Layer, error) {
 	if err := s.holdLayer(ctx, "layer"); err != nil {
 		return driver.Layer{}, err
 	}
-	return driver.Layer{Dir: fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), Layout: LayerLayout, Lowers: s.lowers}, nil
+	return driver.Layer{Dir: fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), Layout: guest.LayerLayout, Lowers: s.l.Lowers}, nil
 }
 
 // holdLayer makes s.layer init's clone of the writable layer, asking init for it the first time;

@@ -1,4 +1,4 @@
-package process
+package pid1
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/guest"
 )
 
 // A terminal made in a sandbox whose kernel is its own (gVisor) is that kernel's object: its
 // master cannot be handed to the host over the control socket as a descriptor, as pipes and
-// sockets made by the host can. There the driver sends a socket instead, and init relays between
-// it and the master; the driver reads and writes the socket as it would the master, sends resizes
-// as messages (msgResize), and ends the input by shutting the socket's write side.
+// sockets made by the host can. There the host sends a socket instead, and init relays between
+// it and the master; the host reads and writes the socket as it would the master, sends resizes
+// as messages (guest.MsgResize), and ends the input by shutting the socket's write side.
 
 // relay is one terminal's relay, in init.
 type relay struct {
@@ -45,7 +45,7 @@ func newRelay(master, sock int) (*relay, error) {
 }
 
 // start copies the terminal's output to the socket until the master reads EIO (the last process
-// holding its slave has gone), then shuts the socket's write side: the driver's EOF. Input is
+// holding its slave has gone), then shuts the socket's write side: the host's EOF. Input is
 // typed into the terminal, and the socket's EOF typed as the terminal's EOF (typeEOF). Both
 // copies run on goroutines of their own, which do nothing else: init's thread stays the one that
 // starts commands.
@@ -60,14 +60,14 @@ func (r *relay) start() {
 	}()
 	go func() {
 		defer close(in)
-		w := &lastByte{w: r.master}
+		w := &guest.LastByte{W: r.master}
 		if _, err := io.Copy(w, r.sock); err == nil {
-			typeEOF(r.master, w)
+			guest.TypeEOF(r.master, w)
 		}
 	}()
 	go func() {
 		<-out
-		// The command is over; the driver closes its end when the exec ends.
+		// The command is over; the host closes its end when the exec ends.
 		<-in
 		r.close()
 	}()
@@ -92,37 +92,5 @@ func copyAll(dst io.Writer, src io.Reader) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-// typeEOF ends a terminal's input as a user would, with its EOF character (^D): once after a
-// partial line, which it ends, and once more to end the input. A terminal in raw mode gets
-// nothing: the program reading it decides what ends its input.
-func typeEOF(master *os.File, w *lastByte) {
-	rc, err := master.SyscallConn()
-	if err != nil {
-		return
-	}
-	var t *unix.Termios
-	cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
-	if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
-		return
-	}
-	eof := []byte{t.Cc[unix.VEOF]}
-	if w.n > 0 && w.last != '\n' {
-		master.Write(eof)
-	}
-	master.Write(eof)
-}
-
-// setWinsize sets a terminal's size; its kernel sends SIGWINCH to its foreground process group.
-func setWinsize(master *os.File, ws sandbox.Winsize) {
-	if ws.Rows == 0 || ws.Cols == 0 {
-		return
-	}
-	if rc, err := master.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
-		})
 	}
 }

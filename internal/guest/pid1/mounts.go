@@ -1,4 +1,4 @@
-package process
+package pid1
 
 import (
 	"errors"
@@ -11,19 +11,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/fsroot"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
-
-// LayerLayout is what of the process level's writable layer a snapshot holds: the root's skeleton
-// and writable directories (host template), an overlay's upper directory (image, rootfs) and
-// /dev/shm. oldroot, work and the lower layers' mount points are setup's own.
-var LayerLayout = snapshot.Layout{
-	Top: []string{"newroot", "upper", "shm"},
-	At:  map[string]string{"newroot": "/", "upper": "/", "shm": "/dev/shm"},
-}
-
-// layerFd is init's clone of the writable layer (see buildRoot), -1 for a container's init.
-var layerFd = -1
 
 // staging is where init mounts the writable layer before the first pivot_root. The mount is in
 // the sandbox's private mount namespace; the host never sees it, and the first pivot_root moves it
@@ -31,7 +22,9 @@ var layerFd = -1
 const staging = "/tmp"
 
 // buildRoot executes c.Root inside init's fresh mount namespace (as root of the sandbox's user
-// namespace). Layout of the writable layer, one tmpfs capped at c.DiskBytes:
+// namespace), and returns init's clone of the writable layer, which it keeps for the host to read
+// the layer through (guest.MsgLayer). Layout of the writable layer, one tmpfs capped at
+// c.DiskBytes:
 //
 //	/oldroot   the host's root, detached at the end
 //	/newroot   the sandbox's root: a self bind (host template, made read-only) or an overlay
@@ -39,39 +32,74 @@ const staging = "/tmp"
 //
 // The writable directories (/tmp, /workspace, ...) live in the same tmpfs, so one cap covers every
 // byte a sandbox can write.
-func buildRoot(c *initConfig, fds []int) error {
-	// Mount sources arrive as detached mount trees the driver cloned (see openSources).
-	src := func(i int) (int, error) {
-		if i < 0 || i >= len(fds) {
-			return 0, fmt.Errorf("mount source %d: no such descriptor", i)
+func buildRoot(c *guest.Config, fds []int) (layer int, err error) {
+	b := &rootBuilder{plan: c.Root, fds: fds, layer: -1}
+	for _, step := range []func() error{
+		func() error { return b.stageLayer(c.DiskBytes) },
+		b.enterLayer,
+		b.mountBase,
+		b.populate,
+		b.mountBinds,
+		b.readOnlyPaths,
+		mountProc,
+		mountDev,
+		b.blockPaths,
+		b.sealRoot,
+		enterRoot,
+	} {
+		if err := step(); err != nil {
+			return b.layer, err
 		}
-		return fds[i], nil
 	}
+	return b.layer, nil
+}
+
+// rootBuilder holds what buildRoot's steps share: the plan, the mount sources the host sent
+// (detached mount trees it cloned, and a snapshot's pipe), and the layer's clone once made.
+type rootBuilder struct {
+	plan  guest.RootPlan
+	fds   []int
+	layer int
+}
+
+// src is the descriptor at index i of the configuration's.
+func (b *rootBuilder) src(i int) (int, error) {
+	if i < 0 || i >= len(b.fds) {
+		return 0, fmt.Errorf("mount source %d: no such descriptor", i)
+	}
+	return b.fds[i], nil
+}
+
+// stageLayer mounts the writable layer (a tmpfs of size bytes) at staging, fills it from the
+// snapshot the plan seeds it with, keeps a clone of it, and makes the directories the layout
+// needs in it.
+func (b *rootBuilder) stageLayer(size int64) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	opts := fmt.Sprintf("size=%d,mode=0755", c.DiskBytes)
+	opts := fmt.Sprintf("size=%d,mode=0755", size)
 	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
 	}
-	if c.Root.Seed != nil {
+	if b.plan.Seed != nil {
 		// Before anything of the host is reachable from the layer (/oldroot is mounted below).
-		fd, err := src(*c.Root.Seed)
+		fd, err := b.src(*b.plan.Seed)
 		if err != nil {
 			return err
 		}
-		unix.SetNonblock(fd, false)
-		if _, err := snapshot.ExtractLayer(fdReader(fd), staging, snapshot.ExtractOptions{Layout: LayerLayout}); err != nil {
+		if err := unix.SetNonblock(fd, false); err != nil {
+			return fmt.Errorf("restore the snapshot's layer: %w", err)
+		}
+		if _, err := snapshot.ExtractLayer(fdReader(fd), staging, snapshot.ExtractOptions{Layout: guest.LayerLayout}); err != nil {
 			return fmt.Errorf("restore the snapshot's layer: %w", err)
 		}
 	}
-	// A detached clone of the layer alone (none of the mounts later made on it), which init
-	// keeps for the driver to snapshot the layer from (msgLayer).
+	// A detached clone of the layer alone (none of the mounts later made on it).
 	layer, err := unix.OpenTree(unix.AT_FDCWD, staging, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("clone the writable layer: %w", err)
 	}
-	layerFd = layer
+	b.layer = layer
 	for _, d := range []string{"oldroot", "newroot", "upper", "work"} {
 		if err := os.Mkdir(staging+"/"+d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
@@ -81,42 +109,58 @@ func buildRoot(c *initConfig, fds []int) error {
 			return fmt.Errorf("writable layer: %s is not a directory", d)
 		}
 	}
+	return nil
+}
+
+// enterLayer makes the layer the root (pivot_root), the host's root at /oldroot.
+func (b *rootBuilder) enterLayer() error {
 	if err := unix.PivotRoot(staging, staging+"/oldroot"); err != nil {
 		return fmt.Errorf("pivot_root into the writable layer: %w", err)
 	}
-	if err := unix.Chdir("/"); err != nil {
-		return err
-	}
-	r := c.Root
-	if len(r.Lowers) > 0 {
-		var dirs []string
-		for i, fd := range r.LowerFds {
-			lower, err := src(fd)
-			if err != nil {
-				return err
-			}
-			d := fmt.Sprintf("/l%d", i)
-			if err := os.Mkdir(d, 0o755); err != nil {
-				return err
-			}
-			if err := unix.MoveMount(lower, "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-				return fmt.Errorf("attach root layer %s: %w", r.Lowers[i], err)
-			}
-			dirs = append(dirs, d)
+	return unix.Chdir("/")
+}
+
+// mountBase makes /newroot the sandbox's root: an overlay of the plan's lower layers (a rootfs,
+// an image) with its upper directory in the layer, or for the host template the layer's own
+// /newroot, bound onto itself to be a mount of its own.
+func (b *rootBuilder) mountBase() error {
+	r := b.plan
+	if len(r.Lowers) == 0 {
+		if err := unix.Mount("/newroot", "/newroot", "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind new root: %w", err)
 		}
-		o := "lowerdir=" + strings.Join(dirs, ":") + ",upperdir=/upper,workdir=/work,userxattr"
-		if err := unix.Mount("overlay", "/newroot", "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
-			return fmt.Errorf("mount overlay rootfs on %s: %w", strings.Join(r.Lowers, ":"), err)
-		}
-	} else if err := unix.Mount("/newroot", "/newroot", "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind new root: %w", err)
+		return nil
 	}
-	for _, l := range r.Symlinks {
-		p, err := resolveIn("/newroot", l.Path)
+	var dirs []string
+	for i, fd := range r.LowerFds {
+		lower, err := b.src(fd)
 		if err != nil {
 			return err
 		}
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		d := fmt.Sprintf("/l%d", i)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		if err := unix.MoveMount(lower, "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach root layer %s: %w", r.Lowers[i], err)
+		}
+		dirs = append(dirs, d)
+	}
+	o := "lowerdir=" + strings.Join(dirs, ":") + ",upperdir=/upper,workdir=/work,userxattr"
+	if err := unix.Mount("overlay", "/newroot", "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
+		return fmt.Errorf("mount overlay rootfs on %s: %w", strings.Join(r.Lowers, ":"), err)
+	}
+	return nil
+}
+
+// populate makes the plan's symlinks, writable directories and files in the root.
+func (b *rootBuilder) populate() error {
+	r := b.plan
+	for _, l := range r.Symlinks {
+		p, err := newInRoot(l.Path)
+		if err != nil {
+			return fmt.Errorf("symlink %s: %w", l.Path, err)
+		}
 		if err := os.Symlink(l.Target, p); err != nil && !os.IsExist(err) {
 			return fmt.Errorf("symlink %s: %w", l.Path, err)
 		}
@@ -127,19 +171,25 @@ func buildRoot(c *initConfig, fds []int) error {
 		}
 	}
 	for _, f := range r.Files {
-		p, err := resolveIn("/newroot", f.Path)
+		p, err := newInRoot(f.Path)
 		if err != nil {
-			return err
+			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
-		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(f.Content), os.FileMode(f.Mode)); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
-	var covers []string // the Empty binds' tmpfs, read-only once every bind is made
-	for _, b := range r.Binds {
-		if b.Empty {
-			p, err := cover(b.Dst)
+	return nil
+}
+
+// mountBinds attaches the plan's binds in order, and covers with an empty directory where it
+// says; the covers become read-only once every bind is made (a bind after a cover makes its
+// mount point in it).
+func (b *rootBuilder) mountBinds() error {
+	var covers []string
+	for _, m := range b.plan.Binds {
+		if m.Empty {
+			p, err := cover(m.Dst)
 			if err != nil {
 				return err
 			}
@@ -148,11 +198,11 @@ func buildRoot(c *initConfig, fds []int) error {
 			}
 			continue
 		}
-		from, err := src(b.Fd)
+		from, err := b.src(m.Fd)
 		if err != nil {
 			return err
 		}
-		if err := bind(b, from); err != nil {
+		if err := bind(m, from); err != nil {
 			return err
 		}
 	}
@@ -161,29 +211,45 @@ func buildRoot(c *initConfig, fds []int) error {
 			return fmt.Errorf("make %s read-only: %w", p, err)
 		}
 	}
-	for _, p := range r.ReadOnly {
+	return nil
+}
+
+// readOnlyPaths makes the plan's read-only paths so (after the binds, so that a path inside a
+// writable volume can be one).
+func (b *rootBuilder) readOnlyPaths() error {
+	for _, p := range b.plan.ReadOnly {
 		if err := readOnlyPath(p); err != nil {
 			return err
 		}
 	}
-	if err := mountProc(); err != nil {
-		return err
-	}
-	if err := mountDev(); err != nil {
-		return err
-	}
-	for _, p := range r.Blocked {
+	return nil
+}
+
+// blockPaths makes the plan's blocked paths inaccessible.
+func (b *rootBuilder) blockPaths() error {
+	for _, p := range b.plan.Blocked {
 		if err := block(p); err != nil {
 			return err
 		}
 	}
-	if len(r.Lowers) == 0 {
-		if err := remount("/newroot", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
-			return fmt.Errorf("make root read-only: %w", err)
-		}
+	return nil
+}
+
+// sealRoot makes a host-template root read-only; only its own mounts (the writable directories,
+// read-write binds) stay writable. An overlay root stays writable, copy-on-write into the layer.
+func (b *rootBuilder) sealRoot() error {
+	if len(b.plan.Lowers) > 0 {
+		return nil
 	}
-	// The second pivot: the sandbox root becomes "/", and the layer's root with the host under
-	// /oldroot is stacked on top of it and detached.
+	if err := remount("/newroot", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return fmt.Errorf("make root read-only: %w", err)
+	}
+	return nil
+}
+
+// enterRoot is the second pivot: the sandbox root becomes "/", and the layer's root with the
+// host under /oldroot is stacked on top of it and detached.
+func enterRoot() error {
 	if err := unix.Chdir("/newroot"); err != nil {
 		return err
 	}
@@ -194,6 +260,18 @@ func buildRoot(c *initConfig, fds []int) error {
 		return fmt.Errorf("detach the host root: %w", err)
 	}
 	return unix.Chdir("/")
+}
+
+// inRoot is sandbox path p in the root being built, its symlinks resolved inside it.
+func inRoot(p string) (string, error) { return fsroot.ResolveIn("/newroot", p) }
+
+// newInRoot is inRoot for an entry about to be made: its parent directory is made first.
+func newInRoot(p string) (string, error) {
+	dst, err := inRoot(p)
+	if err != nil {
+		return "", err
+	}
+	return dst, os.MkdirAll(filepath.Dir(dst), 0o755)
 }
 
 // fdReader reads a descriptor init does not own (the config's fds are closed after setup).
@@ -214,8 +292,8 @@ func (f fdReader) Read(p []byte) (int, error) {
 	}
 }
 
-func writableDir(d writeDir, selfBind bool) error {
-	p, err := resolveIn("/newroot", d.Path)
+func writableDir(d guest.WriteDir, selfBind bool) error {
+	p, err := inRoot(d.Path)
 	if err != nil {
 		return err
 	}
@@ -248,24 +326,23 @@ func modeBits(m uint32) os.FileMode {
 	return fm
 }
 
-func bind(b bindMount, tree int) error {
-	dst, err := resolveIn("/newroot", b.Dst)
+func bind(b guest.BindMount, tree int) error {
+	dst, err := inRoot(b.Dst)
 	if err != nil {
 		return err
 	}
 	if b.Dir {
 		err = os.MkdirAll(dst, 0o755)
-	} else {
-		os.MkdirAll(filepath.Dir(dst), 0o755)
+	} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
 		var f *os.File
 		if f, err = os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644); err == nil {
-			f.Close()
+			err = f.Close()
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("mount point %s: %w", b.Dst, err)
 	}
-	// The tree comes read-only (or not), nosuid and nodev from the driver.
+	// The tree comes read-only (or not), nosuid and nodev from the host.
 	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach %s at %s: %w", b.Src, b.Dst, err)
 	}
@@ -351,7 +428,9 @@ func mountDev() error {
 	if err := os.MkdirAll("/shm", 0o1777); err != nil {
 		return err
 	}
-	os.Chmod("/shm", 0o777|os.ModeSticky)
+	if err := os.Chmod("/shm", 0o777|os.ModeSticky); err != nil {
+		return err
+	}
 	if err := unix.Mount("/shm", "/newroot/dev/shm", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind /dev/shm: %w", err)
 	}
@@ -364,12 +443,12 @@ func mountDev() error {
 // cover mounts an empty directory (a small tmpfs, writable until the caller remounts it) over
 // directory p of the sandbox, and returns where; a p that is not there is left alone ("").
 func cover(p string) (string, error) {
-	dst, err := resolveIn("/newroot", p)
+	dst, err := inRoot(p)
 	if err != nil {
 		return "", err
 	}
 	if st, err := os.Stat(dst); err != nil || !st.IsDir() {
-		return "", nil
+		return "", nil // not there (or out of reach): nothing to hide
 	}
 	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=256,mode=0755"); err != nil {
 		return "", fmt.Errorf("cover %s: %w", p, err)
@@ -377,14 +456,12 @@ func cover(p string) (string, error) {
 	return dst, nil
 }
 
-// block makes a path inside the sandbox inaccessible: directories get an empty, read-only tmpfs
-// with mode 000, files an empty mode-000 file. A path that does not exist is left alone.
 // readOnlyPath makes sandbox path p read-only (filesystem.readOnly): a bind of it onto itself,
 // remounted read-only, so the kernel refuses every write below it. A path that does not exist
 // yet is made a directory where the tree is writable; where it cannot be made (a read-only
 // part of the root), nothing can be written there anyway.
 func readOnlyPath(p string) error {
-	dst, err := resolveIn("/newroot", p)
+	dst, err := inRoot(p)
 	if err != nil {
 		return err
 	}
@@ -401,14 +478,17 @@ func readOnlyPath(p string) error {
 	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
 }
 
+// block makes a path inside the sandbox inaccessible: directories get an empty, read-only tmpfs
+// with mode 000, files an empty mode-000 file. A path init cannot reach (not there, or below a
+// directory the sandbox's root may not search) is left alone: no command can reach it either.
 func block(p string) error {
-	dst, err := resolveIn("/newroot", p)
+	dst, err := inRoot(p)
 	if err != nil {
 		return err
 	}
 	st, err := os.Stat(dst)
 	if err != nil {
-		return nil
+		return nil // out of reach
 	}
 	if st.IsDir() {
 		return unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000")
@@ -421,39 +501,4 @@ func block(p string) error {
 		return fmt.Errorf("block %s: %w", p, err)
 	}
 	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC)
-}
-
-// resolveIn returns root+p with every symlink along p resolved as if root were "/", so that a
-// rootfs directory's absolute symlinks cannot point a mount at the host. The last component may
-// not exist yet.
-func resolveIn(root, p string) (string, error) {
-	cur := root
-	parts := strings.Split(strings.TrimPrefix(filepath.Clean("/"+p), "/"), "/")
-	for links := 0; len(parts) > 0; {
-		part := parts[0]
-		parts = parts[1:]
-		if part == "" || part == "." {
-			continue
-		}
-		if part == ".." {
-			if cur != root {
-				cur = filepath.Dir(cur)
-			}
-			continue
-		}
-		next := cur + "/" + part
-		target, err := os.Readlink(next)
-		if err != nil {
-			cur = next // not a symlink, or does not exist yet
-			continue
-		}
-		if links++; links > 40 {
-			return "", fmt.Errorf("resolve %s: too many symlinks", p)
-		}
-		if filepath.IsAbs(target) {
-			cur = root
-		}
-		parts = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), parts...)
-	}
-	return cur, nil
 }

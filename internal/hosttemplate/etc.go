@@ -1,4 +1,4 @@
-package process
+package hosttemplate
 
 import (
 	"crypto/sha256"
@@ -10,47 +10,47 @@ import (
 	"path/filepath"
 )
 
-// etcTemplate returns a host directory holding the host template's /etc: the generated accounts
-// and name files plus copies of the few host entries programs need. It is built once per host
-// state (keyed by the entries' sizes and times) and name server (none, or the resolver of
-// networked sandboxes) under StateDir and bound read-only into every sandbox: one mount instead
-// of one per file.
-func (d *Driver) etcTemplate(resolver string) (string, error) {
-	d.etcMu.Lock()
-	defer d.etcMu.Unlock()
-	if dir, ok := d.etcDirs[resolver]; ok {
+// Etc returns a host directory holding the host template's /etc: the generated accounts and name
+// files (resolver is the name server: see Resolver) plus copies of the few host entries programs
+// need. It is built once per host state (keyed by the entries' sizes and times) and name server
+// (none, or the resolver of networked sandboxes) under the state directory and bound read-only
+// into every sandbox: one mount instead of one per file.
+func (t *Host) Etc(resolver string) (string, error) {
+	t.etcMu.Lock()
+	defer t.etcMu.Unlock()
+	if dir, ok := t.etcDirs[resolver]; ok {
 		return dir, nil
 	}
-	dir, err := d.buildEtc(resolver)
+	dir, err := t.buildEtc(resolver)
 	if err != nil {
 		return "", err
 	}
-	if d.etcDirs == nil {
-		d.etcDirs = map[string]string{}
+	if t.etcDirs == nil {
+		t.etcDirs = map[string]string{}
 	}
-	d.etcDirs[resolver] = dir
+	t.etcDirs[resolver] = dir
 	return dir, nil
 }
 
 // etcFormat changes whenever the generated content changes, so old caches are not reused.
 const etcFormat = "etc-v2"
 
-func (d *Driver) buildEtc(resolver string) (string, error) {
+func (t *Host) buildEtc(resolver string) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, etcFormat+"\n"+resolver+"\n")
-	for _, e := range d.host.etc {
+	for _, e := range t.etc {
 		if fi, err := os.Lstat("/etc/" + e); err == nil {
 			fmt.Fprintf(h, "%s %d %d %v\n", e, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
 		}
 	}
-	dir := filepath.Join(d.cfg.StateDir, "etc-"+hex.EncodeToString(h.Sum(nil))[:16])
+	dir := filepath.Join(t.stateDir, "etc-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(dir); err == nil {
 		return dir, nil
 	}
-	if err := os.MkdirAll(d.cfg.StateDir, 0o755); err != nil {
+	if err := os.MkdirAll(t.stateDir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp(d.cfg.StateDir, ".etc-")
+	tmp, err := os.MkdirTemp(t.stateDir, ".etc-")
 	if err != nil {
 		return "", err
 	}
@@ -58,12 +58,12 @@ func (d *Driver) buildEtc(resolver string) (string, error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", err
 	}
-	for _, e := range d.host.etc {
+	for _, e := range t.etc {
 		if err := copyPublic("/etc/"+e, filepath.Join(tmp, e)); err != nil {
 			return "", err
 		}
 	}
-	for _, f := range etcFiles(sandboxHostname, true, resolver) {
+	for _, f := range EtcFiles(true, resolver) {
 		if err := os.WriteFile(filepath.Join(tmp, filepath.Base(f.Path)), []byte(f.Content), os.FileMode(f.Mode)); err != nil {
 			return "", err
 		}

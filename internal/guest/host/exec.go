@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -25,8 +27,8 @@ const killGrace = 2 * time.Second
 
 // killGrace is the sandbox's. A paused sandbox's init cannot answer at all.
 func (s *Sandbox) killGrace() time.Duration {
-	if s.ext != nil && s.ext.KillGrace > 0 && !s.isPaused() {
-		return s.ext.KillGrace
+	if s.l.KillGrace > 0 && !s.isPaused() {
+		return s.l.KillGrace
 	}
 	return killGrace
 }
@@ -66,13 +68,13 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	defer std.abort()
 	before := s.counters()
-	ch := make(chan *message, 4)
+	ch := make(chan *guest.Message, 4)
 	s.mu.Lock()
 	s.waiters[req.ID] = ch
 	s.mu.Unlock()
 	defer s.unregister(req.ID, ch)
 
-	spec := &execSpec{Argv: req.Command, Env: s.env(req), Dir: req.Workdir}
+	spec := &guest.ExecSpec{Argv: req.Command, Env: s.env(req), Dir: req.Workdir}
 	if spec.Dir == "" {
 		spec.Dir = s.spec.Workdir
 	}
@@ -84,8 +86,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		spec.TTY = &size
 	}
 	send := std.childFiles()
-	var relayEnd *os.File // the driver's end of a relayed terminal
-	if req.TTY && s.ext != nil && s.ext.TerminalRelay {
+	var relayEnd *os.File // the host's end of a relayed terminal
+	if req.TTY && s.l.TerminalRelay {
 		ours, theirs, err := streamPair()
 		if err != nil {
 			return res, fmt.Errorf("exec %s: terminal relay: %w", req.ID, err)
@@ -96,7 +98,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		defer ours.Close()
 	}
 	start := time.Now()
-	if err := s.ctl.send(&message{Kind: msgExec, ID: req.ID, Exec: spec}, send...); err != nil {
+	if err := s.ctl.send(&guest.Message{Kind: guest.MsgExec, ID: req.ID, Exec: spec}, send...); err != nil {
 		return res, fmt.Errorf("exec %s: sandbox %s is gone: %w", req.ID, s.id, err)
 	}
 	std.closeChildEnds()
@@ -104,8 +106,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	var (
 		killTimer  <-chan time.Time
 		resize     <-chan sandbox.Winsize // read once the terminal exists
-		usage      *rusage
-		guestAfter *guestStats // the sandbox kernel's counters when the command ended
+		usage      *guest.Rusage
+		guestAfter *guest.CgroupStats // the sandbox kernel's counters when the command ended
 	)
 	signals := req.Signal
 	done := ctx.Done()
@@ -113,22 +115,22 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		select {
 		case m := <-ch:
 			switch m.Kind {
-			case msgStarted:
-				guest(&before, m)
+			case guest.MsgStarted:
+				takeGuest(&before, m)
 				switch {
 				case relayEnd != nil:
 					std.attachTerminal(relayEnd, req.Stdin, true)
 					resize = req.Resize
-				case req.TTY && len(m.files) > 0:
-					std.attachTerminal(m.files[0], req.Stdin, false)
-					m.files = m.files[1:]
+				case req.TTY && len(m.Files) > 0:
+					std.attachTerminal(m.Files[0], req.Stdin, false)
+					m.Files = m.Files[1:]
 					resize = req.Resize
 				}
-			case msgExited:
+			case guest.MsgExited:
 				res.ExitCode = m.ExitCode
 				usage, guestAfter = m.Usage, m.Guest
 				waiting = false
-			case msgError:
+			case guest.MsgError:
 				// The command could not start (not found, not executable): answer like a shell.
 				res.ExitCode = m.ExitCode
 				if res.ExitCode == 0 {
@@ -137,14 +139,14 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				std.stderrNote("airlock: " + m.Error + "\n")
 				waiting = false
 			}
-			m.closeFiles()
+			m.CloseFiles()
 		case ws, ok := <-resize:
 			if !ok {
 				resize = nil
 				continue
 			}
 			if relayEnd != nil {
-				s.ctl.send(&message{Kind: msgResize, ID: req.ID, Size: &ws})
+				s.ctl.send(&guest.Message{Kind: guest.MsgResize, ID: req.ID, Size: &ws})
 			} else {
 				std.resize(ws)
 			}
@@ -153,18 +155,18 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				signals = nil
 				continue
 			}
-			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(sig)})
+			s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(sig)})
 		case <-done:
 			done = nil
 			res.TimedOut = true
-			s.ctl.send(&message{Kind: msgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
+			s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
 			// Init answers at once unless the sandbox is paused or wedged (out of pids, say); then
 			// the cgroup is killed, which ends the command, everything it started — and the
 			// sandbox, since init is in the same cgroup.
 			killTimer = time.After(s.killGrace())
 		case <-killTimer:
 			killTimer = nil
-			s.d.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
+			s.rt.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
 			s.cg.Kill(context.Background())
 		case <-s.done:
 			waiting = false
@@ -186,20 +188,20 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if res.TimedOut {
 		res.ExitCode = sandbox.ExitTimeout
 	}
-	s.d.log.Debug("exec done", "sandbox", s.id, "exec", req.ID, "exit", res.ExitCode, "exited", tExited, "accounted", time.Since(start))
+	s.rt.log.Debug("exec done", "sandbox", s.id, "exec", req.ID, "exit", res.ExitCode, "exited", tExited, "accounted", time.Since(start))
 	return res, nil
 }
 
 // unregister stops deliveries to an exec's channel and closes the descriptors of messages it did
 // not take (a terminal that started after the exec gave up, say).
-func (s *Sandbox) unregister(id string, ch chan *message) {
+func (s *Sandbox) unregister(id string, ch chan *guest.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiters, id)
 	for {
 		select {
 		case m := <-ch:
-			m.closeFiles()
+			m.CloseFiles()
 		default:
 			return
 		}
@@ -215,7 +217,7 @@ func (s *Sandbox) env(req sandbox.ExecRequest) []string {
 	kv := map[string]string{
 		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME": home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
-		"HOSTNAME": sandboxHostname,
+		"HOSTNAME": guest.Hostname,
 	}
 	if req.TTY {
 		kv["TERM"] = "xterm-256color"
@@ -246,12 +248,12 @@ type counters struct {
 	ev    cgroups.Events
 	txNet int64
 	cpu   time.Duration // the cgroup's CPU usage, when the runtime's rusage overstates (CgroupCPU)
-	guest bool          // ev's pids and OOM counts are the sandbox kernel's (msgStarted's)
+	guest bool          // ev's pids and OOM counts are the sandbox kernel's (guest.MsgStarted's)
 }
 
-// guest takes the sandbox kernel's counters that init sends with a command's start (see
-// guestCgroup) into c.
-func guest(c *counters, m *message) {
+// takeGuest takes the sandbox kernel's counters that init sends with a command's start
+// (guest.CgroupStats) into c.
+func takeGuest(c *counters, m *guest.Message) {
 	if m.Guest != nil {
 		c.ev.PidsLimitHits, c.ev.OOMKills, c.guest = m.Guest.PidsHits, m.Guest.OOMKills, true
 	}
@@ -260,21 +262,21 @@ func guest(c *counters, m *message) {
 func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
-	if s.ext != nil && s.ext.CgroupCPU {
+	if s.l.CgroupCPU {
 		if st, err := s.cg.Stats(); err == nil {
 			c.cpu = st.CPUUsage
 		}
 	}
 	// With egress "none" the sandbox has loopback only, and nothing to count.
 	if s.spec.Network.EgressPolicy != sandbox.EgressNone {
-		_, c.txNet = netBytes(s.pid)
+		_, c.txNet = procfs.NetBytes(s.pid)
 	}
 	return c
 }
 
 // account fills the result's usage from the command's rusage (nil if init could not report it)
 // and its limit events from the counters' movement during the exec.
-func (s *Sandbox) account(before counters, ru *rusage, guestAfter *guestStats, res *sandbox.ExecResult) {
+func (s *Sandbox) account(before counters, ru *guest.Rusage, guestAfter *guest.CgroupStats, res *sandbox.ExecResult) {
 	after := s.counters()
 	switch {
 	case before.guest && guestAfter != nil:
@@ -310,7 +312,7 @@ func (s *Sandbox) account(before counters, ru *rusage, guestAfter *guestStats, r
 		res.ResourceUsage.CPUTimeMs = ru.CPUMicros / 1000
 		res.ResourceUsage.PeakMemoryMB = float64(ru.MaxRSSKiB) / 1024
 	}
-	if s.ext != nil && s.ext.CgroupCPU {
+	if s.l.CgroupCPU {
 		// The command cannot have used more of the host's CPU than its whole sandbox did.
 		res.ResourceUsage.CPUTimeMs = min(res.ResourceUsage.CPUTimeMs, (after.cpu - before.cpu).Milliseconds())
 	}

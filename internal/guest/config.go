@@ -1,48 +1,49 @@
-package process
+package guest
 
-// initConfig is what the driver sends init: a complete, host-resolved plan. Init only executes it,
-// so every decision about host paths is made on the host side, where errors can name the input.
-type initConfig struct {
+// Config is what the host sends init (MsgConfig): a complete, host-resolved plan. Init only
+// executes it, so every decision about host paths is made on the host side, where errors can name
+// the input.
+type Config struct {
 	Hostname  string     `json:"hostname"`
-	Root      rootPlan   `json:"root"`
+	Root      RootPlan   `json:"root"`
 	UID       int        `json:"uid"`
 	GID       int        `json:"gid"`
 	NoFile    uint64     `json:"noFile"`    // RLIMIT_NOFILE for commands
 	DiskBytes int64      `json:"diskBytes"` // size of the writable layer
 	Landlock  bool       `json:"landlock"`  // apply Landlock when the kernel has it
-	LandRules []landRule `json:"landRules,omitempty"`
+	LandRules []LandRule `json:"landRules,omitempty"`
 	Seccomp   []byte     `json:"seccomp"` // the compiled filter, 8 bytes per instruction
-	// OrphanGraceMs, when set, says that fd 4 is a listening socket and how long init keeps the
-	// sandbox after its driver went away, for a restarted one to connect and adopt it.
+	// OrphanGraceMs, when set, says that ListenFd is a listening socket and how long init keeps the
+	// sandbox after its host went away, for a restarted one to connect and adopt it.
 	OrphanGraceMs int64 `json:"orphanGraceMs,omitempty"`
 	// HostNet says init was started in a network namespace the host made and configured: init
 	// has no power over it (not even to bring up lo).
 	HostNet bool `json:"hostNet,omitempty"`
-	// Container says a container runtime started init (see Launch) with the root filesystem,
-	// host name, loopback and cgroup already in place: init only locks down and serves.
+	// Container says a container runtime started init with the root filesystem, host name,
+	// loopback and cgroup already in place: init only sets its limits, locks down and serves.
 	Container bool `json:"container,omitempty"`
 	// GuestPids, when set, is the process limit, for init to enforce in the sandbox's own kernel
 	// (gVisor; see guestCgroup).
 	GuestPids int64 `json:"guestPids,omitempty"`
-	// Token, when set, says init dialled its control socket (controlEnv) and must dial it again
+	// Token, when set, says init dialled its control socket (ControlEnv) and must dial it again
 	// when it breaks, presenting Token: a memory snapshot of the sandbox's kernel (gVisor's
 	// checkpoint) closes every host socket, in the sandbox it saves and in every copy restored.
 	// Init then also relays every exec's standard streams through pipes of the sandbox's own
-	// kernel, so that no command ever holds a host descriptor (see stdioRelay).
+	// kernel, so that no command ever holds a host descriptor.
 	Token string `json:"token,omitempty"`
 }
 
-// rootPlan describes the sandbox's root filesystem.
-type rootPlan struct {
+// RootPlan describes the sandbox's root filesystem, for init to build (the process level's).
+type RootPlan struct {
 	// Lowers are host directories stacked read-only (top first) under an overlay whose upper
 	// layer is the writable layer: a --rootfs directory, or an image's layers. None means the
 	// host template: bind mounts of the host's /usr and friends under a read-only root.
 	Lowers   []string    `json:"lowers,omitempty"`
 	LowerFds []int       `json:"lowerFds,omitempty"` // indexes of the Lowers' mount trees
-	Binds    []bindMount `json:"binds,omitempty"`
-	Symlinks []symlink   `json:"symlinks,omitempty"`
-	Files    []plainFile `json:"files,omitempty"`
-	Dirs     []writeDir  `json:"dirs,omitempty"` // writable directories inside the layer
+	Binds    []BindMount `json:"binds,omitempty"`
+	Symlinks []Symlink   `json:"symlinks,omitempty"`
+	Files    []PlainFile `json:"files,omitempty"`
+	Dirs     []WriteDir  `json:"dirs,omitempty"` // writable directories inside the layer
 	// ReadOnly are sandbox paths made read-only (a read-only bind of each onto itself), after
 	// the binds, so that a path inside a writable volume can be one.
 	ReadOnly []string `json:"readOnly,omitempty"`
@@ -52,10 +53,11 @@ type rootPlan struct {
 	Seed *int `json:"seed,omitempty"`
 }
 
-type bindMount struct {
+// BindMount is a mount of the root: a host path's detached mount tree, or an empty cover.
+type BindMount struct {
 	Src string `json:"src"` // host path, symlinks already resolved
-	// Fd is the index, in the config message's file descriptors, of an O_PATH descriptor of Src
-	// the driver opened as host root: init mounts through it, so the host path's directory
+	// Fd is the index, in the config message's file descriptors, of a detached mount tree of Src
+	// the host cloned as host root: init mounts through it, so the host path's directory
 	// permissions (a 0700 parent, say) do not matter to the unprivileged namespace root.
 	Fd       int    `json:"fd"`
 	Dst      string `json:"dst"` // sandbox path
@@ -67,24 +69,28 @@ type bindMount struct {
 	Empty bool `json:"empty,omitempty"`
 }
 
-type symlink struct {
+// Symlink is a symbolic link made in the root (the merged-/usr links of the host template).
+type Symlink struct {
 	Path   string `json:"path"`
 	Target string `json:"target"`
 }
 
-type plainFile struct {
+// PlainFile is a file written into the root (a generated /etc file).
+type PlainFile struct {
 	Path    string `json:"path"`
 	Content string `json:"content"`
 	Mode    uint32 `json:"mode"`
 }
 
-type writeDir struct {
+// WriteDir is a writable directory of the sandbox, made in the writable layer.
+type WriteDir struct {
 	Path string `json:"path"`
 	Mode uint32 `json:"mode"`
 	UID  int    `json:"uid"`
 }
 
-type landRule struct {
+// LandRule is a Landlock rule: a path readable and executable, and writable when Write.
+type LandRule struct {
 	Path  string `json:"path"`
 	Write bool   `json:"write"`
 }

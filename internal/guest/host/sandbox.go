@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"context"
@@ -15,17 +15,19 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
-// Sandbox is one live process-level sandbox: an init process in its own namespaces and cgroup. It
-// lives until Destroy and runs any number of execs, one after another or at the same time;
-// background processes and files persist between them.
+// Sandbox is one live sandbox whose PID 1 is airlock's init, in its own cgroup, whichever level
+// made it (Launch, Adopt). It lives until Destroy and runs any number of execs, one after another
+// or at the same time; background processes and files persist between them.
 type Sandbox struct {
 	id      string
-	d       *Driver
+	rt      *Runtime
 	spec    sandbox.Spec
 	proc    *os.Process // init: a child of this process, or an adopted one's (Adopt)
 	ctl     *conn
@@ -34,14 +36,12 @@ type Sandbox struct {
 	pid     int                  // init's pid on the host
 	created time.Time
 	gw      *egress.Gateway // the sandbox's network; nil for egress "none" (loopback only)
-	ext     *Launcher       // set when another level's runtime started init (Launch)
-	release func()          // lets an image's layers be collected again (nil: no image)
+	l       *Launcher       // how the level runs init
 	layer   *os.File        // init's clone of the writable layer, once a snapshot asked for it
-	lowers  []string        // the overlay's lower directories, top first (an image's, a rootfs)
 	uids    uidalloc.Range  // the host ids the sandbox's ids 0..65535 are mapped to
 
 	mu       sync.Mutex // guards waiters, and delivery to them (see readLoop); and rejoined
-	waiters  map[string]chan *message
+	waiters  map[string]chan *guest.Message
 	rejoined chan struct{} // closed, and replaced, whenever init dials its control socket again
 
 	token string       // what init presents when it dials its control socket again (Launcher.Control)
@@ -85,11 +85,11 @@ func (s *Sandbox) Done() <-chan struct{} { return s.done }
 // readLoop routes init's messages to the exec waiting for them.
 func (s *Sandbox) readLoop() {
 	defer close(s.done)
-	buf := make([]byte, maxReply)
+	buf := make([]byte, guest.MaxReply)
 	for {
 		m, err := s.ctl.recv(buf)
-		if errors.Is(err, errMalformed) {
-			s.d.log.Warn("dropped a malformed message from init", "sandbox", s.id, "err", err)
+		if errors.Is(err, guest.ErrMalformed) {
+			s.rt.log.Warn("dropped a malformed message from init", "sandbox", s.id, "err", err)
 			continue
 		}
 		if err != nil && s.rejoin() {
@@ -120,7 +120,7 @@ func (s *Sandbox) readLoop() {
 		}
 		s.mu.Unlock()
 		if !ok {
-			m.closeFiles()
+			m.CloseFiles()
 		}
 	}
 }
@@ -207,8 +207,9 @@ func (s *Sandbox) isPaused() bool {
 }
 
 // Usage implements driver.Statser. CPU, memory and pids are the cgroup's: they include init
-// (a few MiB, and pids counts its threads; PidsLimit is maxProcesses plus the initTasks reserved
-// for them, the limit the kernel enforces). Disk is the writable layer's, network the sandbox's
+// (a few MiB, and pids counts its threads; PidsLimit is the limit the kernel enforces,
+// maxProcesses plus the guest.InitTasks reserved for them), or the sandbox kernel's count when
+// init keeps one (Launcher.GuestPids). Disk is the writable layer's, network the sandbox's
 // interfaces but loopback.
 func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 	if err := s.ended("usage"); err != nil {
@@ -225,12 +226,9 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 		MemoryPeakBytes:  st.MemoryPeakBytes,
 		MemoryLimitBytes: r.MemoryMB << 20,
 		Pids:             st.Pids,
-		PidsLimit:        r.MaxProcesses + initTasks,
+		PidsLimit:        s.l.PidsLimit,
 	}
-	if s.ext != nil {
-		u.PidsLimit = s.ext.PidsLimit
-	}
-	if s.ext != nil && s.ext.GuestPids > 0 && !s.isPaused() {
+	if s.l.GuestPids > 0 && !s.isPaused() {
 		// A paused sandbox's init cannot answer; it then shows the host's count.
 		if g, err := s.guestStats(ctx); err == nil {
 			u.Pids, u.PidsLimit = g.Pids, g.PidsMax
@@ -241,7 +239,7 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 		u.DiskLimitBytes = int64(fs.Blocks) * fs.Bsize
 		u.DiskUsedBytes = int64(fs.Blocks-fs.Bfree) * fs.Bsize
 	}
-	u.NetRxBytes, u.NetTxBytes = netBytes(s.pid)
+	u.NetRxBytes, u.NetTxBytes = procfs.NetBytes(s.pid)
 	return u, nil
 }
 
@@ -284,7 +282,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	s.destroyOnce.Do(func() {
 		t0 := time.Now()
 		defer func() {
-			s.d.log.Debug("sandbox destroyed", "sandbox", s.id, "took", time.Since(t0), "err", s.destroyErr)
+			s.rt.log.Debug("sandbox destroyed", "sandbox", s.id, "took", time.Since(t0), "err", s.destroyErr)
 		}()
 		s.stateMu.Lock()
 		defer s.stateMu.Unlock()
@@ -292,8 +290,8 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		if s.ctl != nil { // nil when Launch failed before making it
 			s.ctl.close()
 		}
-		if s.ext != nil && s.ext.Control != nil {
-			s.ext.Control.Close()
+		if s.l.Control != nil {
+			s.l.Control.Close()
 		}
 		if s.proc != nil {
 			s.proc.Kill()
@@ -311,28 +309,21 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		if s.layer != nil {
 			s.layer.Close()
 		}
-		if s.ext != nil && s.ext.Teardown != nil {
-			s.destroyErr = s.ext.Teardown(ctx)
+		if s.l.Teardown != nil {
+			s.destroyErr = s.l.Teardown(ctx)
 		}
 		var cgErr error
 		if s.cg != nil { // nil when Create failed before making it
 			cgErr = s.cg.Destroy(ctx)
 			s.destroyErr = errors.Join(s.destroyErr, cgErr)
 		}
-		if s.ext == nil && cgErr == nil && closed(s.exited) {
-			// Nothing runs with its ids any more: init is reaped, and the cgroup, which holds
-			// everything init started, is killed and gone. (Otherwise a sweep frees it once so.)
-			// A launching level frees its own range in Teardown.
-			s.d.ReleaseUIDs(sandbox.LevelProcess, s.id, s.uids)
-		}
 		if s.gw != nil {
 			s.destroyErr = errors.Join(s.destroyErr, s.gw.Close())
 		}
-		if s.d.cfg.OrphanGrace > 0 {
-			os.Remove(s.d.adoptSocket(s.id))
-		}
-		if s.release != nil {
-			s.release()
+		if s.l.Gone != nil {
+			// Clean: init is reaped (or never ran), and the cgroup, which holds everything init
+			// started, is killed and gone — nothing runs with the sandbox's ids any more.
+			s.l.Gone(cgErr == nil && (s.proc == nil || closed(s.exited)))
 		}
 	})
 	return s.destroyErr

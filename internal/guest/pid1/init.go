@@ -1,4 +1,4 @@
-package process
+package pid1
 
 import (
 	"errors"
@@ -14,46 +14,36 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/landlock"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/seccomp"
 )
 
-// initArg0 is the argv[0] under which the airlock binary (or a test binary) runs as a sandbox's
-// init. The driver starts /proc/self/exe with it, in fresh namespaces.
-const initArg0 = "airlock-init"
-
-// controlFd is where init finds its end of the control socket (ExtraFiles[0]); listenFd is where
-// an adoptable sandbox's init finds the socket a restarted driver connects to (ExtraFiles[1]).
-const (
-	controlFd = 3
-	listenFd  = 4
-)
-
 // IsInit reports whether this process was started as a sandbox's init.
-func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == initArg0 }
+func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == guest.Arg0 }
 
-// Init runs the sandbox's PID 1 and never returns. main (and TestMain of tests that start
+// Run runs the sandbox's PID 1 and never returns. main (and TestMain of tests that start
 // sandboxes) calls it first thing when IsInit() is true.
 //
 // Everything that shapes what a command inherits — namespace membership of the thread, Landlock,
 // no_new_privs, capabilities, seccomp — is per thread in Linux, so init does all of its work on
 // one locked OS thread, starts every command from it, and runs no other goroutines.
-func Init() {
+func Run() {
 	runtime.LockOSThread()
-	os.Exit(runInit())
+	os.Exit(run())
 }
 
-func runInit() int {
+func run() int {
 	// Nothing init holds may reach a command but what it is handed: the control socket (which
 	// would let a command read other execs' requests and their descriptors) and whatever the
 	// airlock process inherited and did not mark close-on-exec.
-	if err := cloexecFrom(controlFd); err != nil {
+	if err := cloexecFrom(guest.ControlFd); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-init:", err)
 		return 1
 	}
-	ctl := initConn{fd: controlFd}
-	dial := os.Getenv(controlEnv)
+	ctl := initConn{fd: guest.ControlFd}
+	dial := os.Getenv(guest.ControlEnv)
 	if dial != "" {
 		fd, err := dialControl(dial)
 		if err != nil {
@@ -62,24 +52,25 @@ func runInit() int {
 		}
 		ctl.fd = fd
 	}
-	buf := make([]byte, maxMessage)
+	buf := make([]byte, guest.MaxMessage)
 	fail := func(err error) int {
-		ctl.send(&message{Kind: msgError, Error: err.Error()})
+		ctl.send(&guest.Message{Kind: guest.MsgError, Error: err.Error()})
 		return 1
 	}
 	m, fds, err := ctl.recv(buf)
-	if err != nil || m.Kind != msgConfig || m.Config == nil {
+	if err != nil || m.Kind != guest.MsgConfig || m.Config == nil {
 		fmt.Fprintln(os.Stderr, "airlock-init: no config:", err)
 		return 1
 	}
 	c := m.Config
-	// The root filesystem is built while the driver moves us into the sandbox's cgroup.
-	var guest *guestCgroup
+	// The root filesystem is built while the host moves us into the sandbox's cgroup.
+	var pids *guestCgroup
 	if err == nil && c.GuestPids > 0 {
-		guest, err = newGuestCgroup(c.GuestPids)
+		pids, err = newGuestCgroup(c.GuestPids)
 	}
+	layer := -1
 	if err == nil {
-		err = setup(c, fds)
+		layer, err = setup(c, fds)
 	}
 	for _, fd := range fds {
 		unix.Close(fd)
@@ -87,7 +78,7 @@ func runInit() int {
 	if err != nil {
 		return fail(err)
 	}
-	if m, _, err = ctl.recv(buf); err != nil || m.Kind != msgPlaced {
+	if m, _, err = ctl.recv(buf); err != nil || m.Kind != guest.MsgPlaced {
 		return fail(errors.New("driver did not confirm the cgroup"))
 	}
 	// A cgroup namespace rooted at the sandbox's cgroup hides the host's cgroup paths. A
@@ -106,41 +97,43 @@ func runInit() int {
 	if err := lockdown(c); err != nil {
 		return fail(err)
 	}
-	if err := ctl.send(&message{Kind: msgReady}); err != nil {
+	if err := ctl.send(&guest.Message{Kind: guest.MsgReady}); err != nil {
 		return 1
 	}
-	srv := &initServer{ctl: ctl, buf: buf, listen: -1, as: user{c.UID, c.GID}, guest: guest,
+	srv := &initServer{ctl: ctl, buf: buf, listen: -1, layer: layer, as: user{c.UID, c.GID}, guest: pids,
 		procs: map[int]running{}, doomed: map[int]bool{}, relays: map[*stdioRelay]bool{}}
 	if c.Token != "" && dial != "" {
 		srv.dial, srv.token = dial, c.Token
 	}
 	if c.OrphanGraceMs > 0 {
-		srv.listen, srv.grace = listenFd, time.Duration(c.OrphanGraceMs)*time.Millisecond
+		srv.listen, srv.grace = guest.ListenFd, time.Duration(c.OrphanGraceMs)*time.Millisecond
 	}
 	srv.serve()
 	return 0
 }
 
-// setup turns this process into the sandbox: root filesystem, hostname, loopback, limits.
-func setup(c *initConfig, fds []int) error {
+// setup turns this process into the sandbox: root filesystem, hostname, loopback, limits. It
+// returns init's clone of the writable layer it built (see buildRoot), -1 when a container
+// runtime built the root.
+func setup(c *guest.Config, fds []int) (layer int, err error) {
 	if c.Container {
-		return setLimits(c)
+		return -1, setLimits(c)
 	}
-	if err := buildRoot(c, fds); err != nil {
-		return err
+	if layer, err = buildRoot(c, fds); err != nil {
+		return layer, err
 	}
 	if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
-		return fmt.Errorf("sethostname: %w", err)
+		return layer, fmt.Errorf("sethostname: %w", err)
 	}
 	if !c.HostNet {
 		if err := loopbackUp(); err != nil {
-			return err
+			return layer, err
 		}
 	}
-	return setLimits(c)
+	return layer, setLimits(c)
 }
 
-func setLimits(c *initConfig) error {
+func setLimits(c *guest.Config) error {
 	// syscall.Setrlimit (not unix.) so that the Go runtime hands this limit to children instead of
 	// restoring the soft limit it found at start.
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: c.NoFile, Max: c.NoFile}); err != nil {
@@ -155,7 +148,7 @@ func setLimits(c *initConfig) error {
 // lockdown applies, in order: Landlock, no_new_privs, the bounding set, the user, no capabilities,
 // non-dumpable, seccomp. Each step only removes privilege; seccomp comes last because it forbids
 // the calls the earlier steps need.
-func lockdown(c *initConfig) error {
+func lockdown(c *guest.Config) error {
 	if c.Landlock && len(c.LandRules) > 0 {
 		rules := make([]landlock.Rule, len(c.LandRules))
 		for i, r := range c.LandRules {
@@ -183,11 +176,11 @@ func lockdown(c *initConfig) error {
 	if err := syscall.Setgroups(nil); err != nil {
 		return fmt.Errorf("setgroups: %w", err)
 	}
-	if err := syscall.Setresgid(initUID, initUID, initUID); err != nil {
-		return fmt.Errorf("setgid %d: %w", initUID, err)
+	if err := syscall.Setresgid(guest.InitUID, guest.InitUID, guest.InitUID); err != nil {
+		return fmt.Errorf("setgid %d: %w", guest.InitUID, err)
 	}
-	if err := syscall.Setresuid(initUID, initUID, initUID); err != nil {
-		return fmt.Errorf("setuid %d: %w", initUID, err)
+	if err := syscall.Setresuid(guest.InitUID, guest.InitUID, guest.InitUID); err != nil {
+		return fmt.Errorf("setuid %d: %w", guest.InitUID, err)
 	}
 	if err := setCaps(initKeeps...); err != nil {
 		return err
@@ -205,12 +198,8 @@ func lockdown(c *initConfig) error {
 	return nil
 }
 
-// initUID is the uid and gid of a locked-down init inside every sandbox; ttyGID is the group
-// of terminals (devpts is mounted with gid=5).
-const (
-	initUID = 65533
-	ttyGID  = 5
-)
+// ttyGID is the group of terminals (devpts is mounted with gid=5).
+const ttyGID = 5
 
 // initKeeps are the capabilities a locked-down init holds (in its user namespace).
 var initKeeps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL, unix.CAP_CHOWN}
@@ -279,17 +268,18 @@ type running struct {
 // zombie: init reaps on every wake-up and at least this often (ms).
 const orphanPoll = 200
 
-// serve runs commands until the driver closes the control socket, then returns; init's exit takes
+// serve runs commands until the host closes the control socket, then returns; init's exit takes
 // every process in the sandbox with it (the kernel kills a PID namespace with its PID 1).
 // user is whom init starts commands as.
 type user struct{ uid, gid int }
 
-// initServer is a locked-down init serving its driver.
+// initServer is a locked-down init serving its host.
 type initServer struct {
 	ctl    initConn
 	buf    []byte
 	listen int           // the adoption socket, or -1
-	grace  time.Duration // how long to wait for a new driver after the last went away
+	grace  time.Duration // how long to wait for a new host after the last went away
+	layer  int           // init's clone of the writable layer it built (guest.MsgLayer), or -1
 	as     user
 	guest  *guestCgroup // the process limit, when the sandbox's kernel enforces it (gVisor)
 	procs  map[int]running
@@ -302,7 +292,7 @@ type initServer struct {
 
 func (srv *initServer) serve() {
 	ctl, buf, listen, grace, procs := &srv.ctl, srv.buf, srv.listen, srv.grace, srv.procs
-	var orphaned time.Time // when the driver went away, while no other has connected
+	var orphaned time.Time // when the host went away, while no other has connected
 	for {
 		fds := make([]unix.PollFd, 0, 2+len(procs))
 		ctlAt, listenAt := -1, -1
@@ -322,7 +312,7 @@ func (srv *initServer) serve() {
 		}
 		srv.reap()
 		srv.guest.sample()
-		// A new driver (the daemon, restarted) takes the sandbox over; it is checked before the
+		// A new host (the daemon, restarted) takes the sandbox over; it is checked before the
 		// grace, so that one that connected in time is never turned away.
 		if listenAt >= 0 && fds[listenAt].Revents != 0 {
 			if nfd, _, err := unix.Accept4(listen, unix.SOCK_CLOEXEC); err == nil {
@@ -352,16 +342,16 @@ func (srv *initServer) serve() {
 			if listen < 0 {
 				return
 			}
-			// The driver is gone (the daemon died): keep the sandbox for a while, for it to
+			// The host is gone (the daemon died): keep the sandbox for a while, for it to
 			// come back and adopt it.
 			unix.Close(ctl.fd)
 			ctl.fd, orphaned = -1, time.Now()
 			continue
 		}
 		switch m.Kind {
-		case msgExec:
+		case guest.MsgExec:
 			srv.startExec(m, passed)
-		case msgSignal:
+		case guest.MsgSignal:
 			for pid, r := range procs {
 				if r.id == m.ID {
 					// Commands lead their own session, so -pid reaches their process group.
@@ -372,23 +362,23 @@ func (srv *initServer) serve() {
 					}
 				}
 			}
-		case msgOOM:
+		case guest.MsgOOM:
 			srv.guest.oomKill()
-		case msgResize:
+		case guest.MsgResize:
 			for _, r := range procs {
 				if r.id == m.ID && r.tty != nil && m.Size != nil {
-					setWinsize(r.tty, *m.Size)
+					guest.SetWinsize(r.tty, *m.Size)
 				}
 			}
-		case msgPing:
-			ctl.send(&message{Kind: msgPong, ID: m.ID, Guest: srv.guest.stats()})
-		case msgQuiesce:
+		case guest.MsgPing:
+			ctl.send(&guest.Message{Kind: guest.MsgPong, ID: m.ID, Guest: srv.guest.stats()})
+		case guest.MsgQuiesce:
 			srv.quiesce(m.ID)
-		case msgLayer:
-			if layerFd < 0 {
-				ctl.send(&message{Kind: msgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
+		case guest.MsgLayer:
+			if srv.layer < 0 {
+				ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
 			} else {
-				ctl.send(&message{Kind: msgLayer, ID: m.ID}, layerFd)
+				ctl.send(&guest.Message{Kind: guest.MsgLayer, ID: m.ID}, srv.layer)
 			}
 		}
 		for _, fd := range passed {
@@ -400,7 +390,7 @@ func (srv *initServer) serve() {
 // reap collects every child that has exited — commands and orphans alike — and reports the
 // commands' ends.
 func (srv *initServer) reap() {
-	// Commands first: their ends are what the driver waits for, and a sandbox full of exiting
+	// Commands first: their ends are what the host waits for, and a sandbox full of exiting
 	// orphans (a fork bomb being killed, say) must not hold them up.
 	for pid, r := range srv.procs {
 		var ws syscall.WaitStatus
@@ -410,7 +400,7 @@ func (srv *initServer) reap() {
 		}
 	}
 	// Then orphans, for a bounded time per wake-up: in a sandbox starved of CPU (a fork bomb in
-	// gVisor, say) each wait can take long, and the driver's next message (the kill) must wait.
+	// gVisor, say) each wait can take long, and the host's next message (the kill) must wait.
 	for deadline := time.Now().Add(reapBudget); time.Now().Before(deadline); {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
@@ -445,7 +435,7 @@ func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *sys
 	// The command's own usage and that of the descendants it waited for: what this exec cost,
 	// without the background processes of earlier ones. ru_maxrss is in KiB.
 	cpuUs := (ru.Utime.Nano() + ru.Stime.Nano()) / 1000
-	m := &message{Kind: msgExited, ID: r.id, Usage: &rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}, Guest: srv.guest.counts()}
+	m := &guest.Message{Kind: guest.MsgExited, ID: r.id, Usage: &guest.Rusage{CPUMicros: cpuUs, MaxRSSKiB: ru.Maxrss}, Guest: srv.guest.counts()}
 	switch {
 	case ws.Exited():
 		m.ExitCode = ws.ExitStatus()
@@ -456,18 +446,18 @@ func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *sys
 	srv.ctl.send(m)
 }
 
-func (srv *initServer) startExec(m *message, fds []int) {
+func (srv *initServer) startExec(m *guest.Message, fds []int) {
 	ctl, procs, as := srv.ctl, srv.procs, srv.as
 	e := m.Exec
 	// A terminal comes with no descriptor (init sends its master back), or with one: a socket to
 	// relay it through (see relayTerminal).
 	if e == nil || len(e.Argv) == 0 || (e.TTY == nil && len(fds) != 3) || (e.TTY != nil && len(fds) > 1) {
-		ctl.send(&message{Kind: msgError, ID: m.ID, Error: "malformed exec request"})
+		ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "malformed exec request"})
 		return
 	}
 	path, err := lookPath(e.Argv[0], e.Env)
 	if err != nil {
-		ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 127})
+		ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 127})
 		return
 	}
 	pidfd, master := -1, -1
@@ -477,7 +467,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 	if e.TTY != nil {
 		var peer int
 		if master, peer, err = openTerminal(*e.TTY, as); err != nil {
-			ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+			ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 			return
 		}
 		defer unix.Close(master)
@@ -485,7 +475,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		if len(fds) == 1 {
 			// fds are the serve loop's to close, master this function's: the relay gets copies.
 			if rl, err = newRelay(master, fds[0]); err != nil {
-				ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+				ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 				return
 			}
 			defer func() {
@@ -501,7 +491,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 	var sr *stdioRelay
 	if srv.dial != "" && e.TTY == nil {
 		if sr, err = newStdioRelay(fds); err != nil {
-			ctl.send(&message{Kind: msgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+			ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 			return
 		}
 		defer func() {
@@ -524,7 +514,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		if err == syscall.ENOENT {
 			code = 127
 		}
-		ctl.send(&message{Kind: msgError, ID: m.ID, Error: fmt.Sprintf("exec %s: %v", e.Argv[0], err), ExitCode: code})
+		ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: fmt.Sprintf("exec %s: %v", e.Argv[0], err), ExitCode: code})
 		return
 	}
 	r := running{id: m.ID, pidfd: pidfd}
@@ -550,7 +540,7 @@ func (srv *initServer) startExec(m *message, fds []int) {
 		sr = nil
 	}
 	procs[pid] = r
-	ctl.send(&message{Kind: msgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.counts()}, pass...)
+	ctl.send(&guest.Message{Kind: guest.MsgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.counts()}, pass...)
 }
 
 // openTerminal makes a new pseudo-terminal on the sandbox's own devpts (/dev/ptmx points into

@@ -1,31 +1,28 @@
-package process
+package host
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // stdio connects one exec's standard streams. Files are handed to the command as they are; other
-// readers and writers go through pipes that the driver copies ("pumps"), keeping at most limit
+// readers and writers go through pipes that the host copies ("pumps"), keeping at most limit
 // bytes of each output when capturing while passing everything on to the caller's writer. With a
-// TTY there is a terminal instead of pipes: the command gets its slave, the driver its master.
+// TTY there is a terminal instead of pipes: the command gets its slave, the host its master.
 type stdio struct {
 	child   [3]*os.File         // what the command gets: stdin, stdout, stderr (nothing with a TTY)
-	closers []*os.File          // the driver's copies of child ends
+	closers []*os.File          // the host's copies of child ends
 	readers []*os.File          // what the pumps read: output pipes' read ends, or a terminal's master
-	stdin   *os.File            // the write end of a stdin pipe the driver feeds; closed when the exec ends
+	stdin   *os.File            // the write end of a stdin pipe the host feeds; closed when the exec ends
 	tty     *os.File            // the terminal's master, once init sent it, or the socket of its relay
 	relayed bool                // tty is a relay's socket
 	out     [2]*sandbox.Capture // stdout, stderr; stderr is nil with a TTY (merged into stdout)
@@ -136,14 +133,14 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
 	s.readers = []*os.File{master}
 	s.startPumps([]io.Writer{s.out[0]})
 	go func() {
-		w := &lastByte{w: master}
+		w := &guest.LastByte{W: master}
 		if in != nil {
 			if _, err := io.Copy(w, in); err != nil {
 				return
 			}
 		}
 		if !relayed {
-			typeEOF(master, w)
+			guest.TypeEOF(master, w)
 			return
 		}
 		if rc, err := master.SyscallConn(); err == nil {
@@ -152,30 +149,14 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
 	}()
 }
 
-// lastByte remembers the last byte written through it.
-type lastByte struct {
-	w    io.Writer
-	n    int64
-	last byte
-}
-
-func (l *lastByte) Write(p []byte) (int, error) {
-	n, err := l.w.Write(p)
-	if n > 0 {
-		l.n += int64(n)
-		l.last = p[n-1]
-	}
-	return n, err
-}
-
-// resize sets the terminal's size (a relayed terminal's is set by init: msgResize).
+// resize sets the terminal's size (a relayed terminal's is set by init: guest.MsgResize).
 func (s *stdio) resize(ws sandbox.Winsize) {
 	if s.tty != nil && !s.relayed {
-		setWinsize(s.tty, ws)
+		guest.SetWinsize(s.tty, ws)
 	}
 }
 
-// closeChildEnds drops the driver's copies of what the command got, so EOF on the output pipes
+// closeChildEnds drops the host's copies of what the command got, so EOF on the output pipes
 // means every process in the sandbox holding them has exited or closed them.
 func (s *stdio) closeChildEnds() {
 	closeAll(s.closers)
@@ -226,7 +207,7 @@ func (s *stdio) stderrNote(msg string) {
 	}
 }
 
-// abort releases whatever is still open: the driver's child ends, the pumps' sources (stopping
+// abort releases whatever is still open: the host's child ends, the pumps' sources (stopping
 // them), the stdin pipe (its feeder stops at its next write) and the terminal.
 func (s *stdio) abort() {
 	closeAll(s.closers)
@@ -289,33 +270,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// netBytes sums the received and transmitted bytes of every interface but loopback in the
-// network namespace of pid, as the kernel counts them.
-func netBytes(pid int) (rx, tx int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/net/dev", pid))
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(name) == "lo" {
-			continue
-		}
-		// Receive: bytes packets errs drop fifo frame compressed multicast; then transmit.
-		fields := strings.Fields(rest)
-		if len(fields) < 9 {
-			continue
-		}
-		if n, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-			rx += n
-		}
-		if n, err := strconv.ParseInt(fields[8], 10, 64); err == nil {
-			tx += n
-		}
-	}
-	return rx, tx
 }
