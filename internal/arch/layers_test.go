@@ -1,0 +1,142 @@
+// Package arch guards the layering of the module: which packages may import which. It has no
+// code, only this test, which reads every non-test Go file's imports.
+package arch
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/airlockrun/airlock"
+
+// imports maps each package of the module (by path relative to the module root) to what its
+// non-test files import: other packages of the module (relative), or "std" / "ext:PATH".
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
+	}
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		rel = filepath.ToSlash(rel)
+		for _, im := range f.Imports {
+			path := strings.Trim(im.Path.Value, `"`)
+			switch {
+			case path == module || strings.HasPrefix(path, module+"/"):
+				path = strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+			case !strings.Contains(strings.Split(path, "/")[0], "."):
+				path = "std"
+			default:
+				path = "ext:" + path
+			}
+			if !slices.Contains(out[rel], path) {
+				out[rel] = append(out[rel], path)
+			}
+		}
+		if _, ok := out[rel]; !ok {
+			out[rel] = nil
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func under(pkg string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if pkg == p || strings.HasPrefix(pkg, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// levelOf is the concrete level pkg belongs to, or "".
+func levelOf(pkg string, concrete []string) string {
+	for _, c := range concrete {
+		if under(pkg, c) {
+			return c
+		}
+	}
+	return ""
+}
+
+func TestLayers(t *testing.T) {
+	g := imports(t)
+	if len(g["internal/manager"]) == 0 {
+		t.Fatalf("found no imports of internal/manager: the walk is wrong (%d packages)", len(g))
+	}
+	concrete := []string{"internal/driver/process", "internal/driver/container", "internal/driver/wasm"}
+	rules := []struct {
+		name string
+		// broken reports whether pkg importing dep breaks the rule.
+		broken func(pkg, dep string) bool
+	}{
+		{"the wire types (api) import only the standard library", func(pkg, dep string) bool {
+			return pkg == "api" && dep != "std"
+		}},
+		{"the Go SDK (client) imports only the standard library, api and internal/websocket", func(pkg, dep string) bool {
+			return under(pkg, "client", "internal/websocket") && dep != "std" && dep != "api" && dep != "internal/websocket" && !under(dep, "client")
+		}},
+		{"drivers never import the daemon's upper layers", func(pkg, dep string) bool {
+			return under(pkg, "internal/driver") && under(dep, "internal/manager", "internal/server", "internal/cli", "internal/daemon", "internal/levels", "internal/config")
+		}},
+		{"only levels, daemon, the binary and the tests' drivertest import a concrete level", func(pkg, dep string) bool {
+			// drivertest gives the container and wasm suites the process level they run on.
+			return under(dep, concrete...) && !under(pkg, "internal/levels", "internal/daemon", "internal/driver/drivertest", "cmd", "test") &&
+				levelOf(pkg, concrete) != levelOf(dep, concrete)
+		}},
+		{"one level never imports another", func(pkg, dep string) bool {
+			l := levelOf(pkg, concrete)
+			return l != "" && levelOf(dep, concrete) != "" && levelOf(dep, concrete) != l
+		}},
+		{"nothing under internal imports the CLI, the binary or the tests", func(pkg, dep string) bool {
+			return under(pkg, "internal", "api", "client") && under(dep, "internal/cli", "cmd", "test") && !under(pkg, "internal/cli")
+		}},
+		{"the server is imported only by the daemon, the CLI (serve) and the tests", func(pkg, dep string) bool {
+			return under(dep, "internal/server") && !under(pkg, "internal/server", "internal/daemon", "internal/cli", "cmd", "test")
+		}},
+	}
+	pkgs := make([]string, 0, len(g))
+	for p := range g {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, r := range rules {
+		for _, p := range pkgs {
+			for _, d := range g[p] {
+				if r.broken(p, d) {
+					t.Errorf("%s: %s imports %s", r.name, p, d)
+				}
+			}
+		}
+	}
+}
