@@ -275,7 +275,10 @@ func TestPidsLimit(t *testing.T) {
 
 func TestCPULimit(t *testing.T) {
 	l := hostLayout(t)
-	c := newCgroup(t, l, Resources{CPU: 0.5})
+	// A tenth of a CPU: a spinning shell exceeds it even on a busy host, so the quota is always
+	// what holds it back (at 0.5 a busy host alone may hold it lower, and nothing is throttled).
+	const quota = 0.1
+	c := newCgroup(t, l, Resources{CPU: quota})
 	p := startIn(t, c, `while :; do :; done`)
 	p.release(t)
 	time.Sleep(50 * time.Millisecond)
@@ -284,8 +287,8 @@ func TestCPULimit(t *testing.T) {
 	after, wall := stats(t, c), time.Since(start)
 	ratio := float64(after.CPUUsage-before.CPUUsage) / float64(wall)
 	t.Logf("cpu %.3f of one CPU over %v; throttled %d periods, %v", ratio, wall, after.ThrottledPeriods, after.Throttled)
-	if ratio < 0.35 || ratio > 0.65 {
-		t.Errorf("CPU usage ratio %.3f, want 0.5 ± 0.15", ratio)
+	if ratio <= 0 || ratio > 1.5*quota {
+		t.Errorf("CPU usage ratio %.3f, want at most %.2f (the quota %.2f, and the kernel's slack)", ratio, 1.5*quota, quota)
 	}
 	if after.ThrottledPeriods < 1 || after.Throttled <= 0 {
 		t.Errorf("no throttling recorded: %+v", after)
@@ -335,9 +338,23 @@ func TestFreezeThaw(t *testing.T) {
 	if err := c.Thaw(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if got := stats(t, c).CPUUsage; got-frozen < 100*time.Millisecond {
-		t.Errorf("only %v of CPU in 300 ms after Thaw", got-frozen)
+	runsAgain(t, c, frozen)
+}
+
+// runsAgain waits until the spinner in c, thawed, has used 20 ms of CPU more than frozen: how
+// soon a busy host gives it a CPU is the host's business, that it runs is the thaw's.
+func runsAgain(t *testing.T, c *Cgroup, frozen time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := stats(t, c).CPUUsage
+		if got-frozen >= 20*time.Millisecond {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %v of CPU in 10 s after Thaw", got-frozen)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
