@@ -41,8 +41,9 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
 # Every test. The sandbox tests need root (they create cgroups and namespaces); CI runs as root.
+# AIRLOCK_TEST_REQUIRE_ROOT=1: a test that needs root fails instead of skipping (testutil.RequiresRoot).
 test: deps vet build
-	$(GO) test -count=1 -timeout 30m ./...
+	AIRLOCK_TEST_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 30m ./...
 
 # Startup speed beside bubblewrap and unshare, interleaved in one run, then the daemon's API
 # beside a local sh (see docs/performance.md).

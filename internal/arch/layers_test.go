@@ -121,6 +121,9 @@ func TestLayers(t *testing.T) {
 		{"nothing under internal imports the CLI, the binary or the tests", func(pkg, dep string) bool {
 			return under(pkg, "internal", "api", "client") && under(dep, "internal/cli", "cmd", "test") && !under(pkg, "internal/cli")
 		}},
+		{"the tests' helpers (testutil) are imported by tests only", func(pkg, dep string) bool {
+			return dep == "internal/testutil"
+		}},
 		{"the server is imported only by the daemon, the CLI (serve) and the tests", func(pkg, dep string) bool {
 			return under(dep, "internal/server") && !under(pkg, "internal/server", "internal/daemon", "internal/cli", "cmd", "test")
 		}},

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockrun/airlock/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -102,9 +103,7 @@ func TestDetectHost(t *testing.T) {
 // hostLayout skips unless the test can create cgroups here.
 func hostLayout(t testing.TB) *Layout {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	l, err := Detect()
 	if err != nil {
 		t.Fatal(err)

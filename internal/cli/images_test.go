@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/image/imagetest"
 	"github.com/airlockrun/airlock/internal/server"
 	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // imageVerb runs an image verb with its own streams.
@@ -29,9 +29,7 @@ func imageVerb(verb func(*env, []string) int, args ...string) (code int, stdout,
 }
 
 func TestImageVerbs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: unpacking preserves owners")
-	}
+	testutil.RequiresRoot(t, "unpacking preserves owners")
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	host := imagetest.Registry(t)
 	base := imagetest.Layer(t, imagetest.File("base", "shared", 0o644))
@@ -130,9 +128,7 @@ func TestViaDaemon(t *testing.T) {
 // TestImageVerbsViaDaemon runs the image verbs with AIRLOCK_HOST set: they go through the
 // image API of a daemon (the real API server over its own store), not the data dir.
 func TestImageVerbsViaDaemon(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: unpacking preserves owners")
-	}
+	testutil.RequiresRoot(t, "unpacking preserves owners")
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	host := imagetest.Registry(t)
 	ref := imagetest.PushLayers(t, host, "cli/remote:v1", v1.Config{}, imagetest.Layer(t, imagetest.File("f", "x", 0o644)))

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/snapshot"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // layout is a level's: a root skeleton and an overlay upper at /, shm at /dev/shm, and work,
@@ -221,9 +222,7 @@ func TestScanStaysInLayer(t *testing.T) {
 	if e, ok := tr.Entries["/out"]; !ok || e.Mode&unix.S_IFMT != unix.S_IFLNK || len(tr.Entries) != 1 {
 		t.Fatalf("entries %v: want the symlink /out alone", keys(tr))
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("mount points: needs root")
-	}
+	testutil.RequiresRoot(t, "mount points")
 	mnt := mkdirAll(t, layer+"/root/mnt")
 	must(t, unix.Mount(outside, mnt, "", unix.MS_BIND, ""))
 	defer unix.Unmount(mnt, unix.MNT_DETACH)

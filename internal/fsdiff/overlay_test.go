@@ -1,19 +1,17 @@
 package fsdiff
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/airlockrun/airlock/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
 // TestOverlay changes a real overlay over two image layers through its merged directory, the way
 // a sandbox does, and compares scans of the upper directory over the layers.
 func TestOverlay(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts an overlay")
-	}
+	testutil.RequiresRoot(t, "mounts an overlay")
 	dir := tmpfs(t)
 	l0, l1 := dir+"/l0", dir+"/l1" // top, bottom
 	layer, merged := dir+"/layer", dir+"/merged"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -120,16 +121,14 @@ func (f *fixture) mount(t testing.TB) {
 func (f *fixture) needsMounts(t *testing.T) {
 	t.Helper()
 	if !f.proc {
-		t.Skip("SKIPPING: needs root to mount procfs and a read-only bind mount")
+		testutil.RequiresRoot(t, "to mount procfs and a read-only bind mount")
 	}
 }
 
 // needsRoot skips a test that chowns to other users.
 func needsRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING: needs root (CAP_CHOWN) to create files owned by another user")
-	}
+	testutil.RequiresRoot(t, "CAP_CHOWN, to create files owned by another user")
 }
 
 func must(t testing.TB, err error) {

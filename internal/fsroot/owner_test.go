@@ -9,15 +9,14 @@ import (
 	"testing"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // TestAsOwner checks that a root made with NewAsOwner acts with the owner's rights only: it can
 // write where the owner can and creates files owned by it, and it cannot read what only host
 // root could.
 func TestAsOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (setfsuid)")
-	}
+	testutil.RequiresRoot(t, "setfsuid")
 	const uid, gid = 4321, 8765
 	top := t.TempDir()
 	os.Chmod(top, 0o755)

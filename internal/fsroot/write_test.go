@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // dirNames lists the host directory p, to see that a failed write left no temp file.
@@ -116,7 +117,7 @@ func TestWrite(t *testing.T) {
 func TestWriteReadOnlyKeepsErrno(t *testing.T) {
 	f := newFixture(t)
 	if !f.proc {
-		t.Skip("SKIPPING: needs root to make a read-only bind mount")
+		testutil.RequiresRoot(t, "to make a read-only bind mount")
 	}
 	_, err := f.root.Write("/ro/x", strings.NewReader("a"), 0, -1, false)
 	if !errors.Is(err, errdefs.ErrConflict) || !errors.Is(err, unix.EROFS) || !strings.Contains(err.Error(), "read-only file system") {

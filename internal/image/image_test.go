@@ -28,6 +28,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -48,9 +49,7 @@ func newStore(t *testing.T, opts Options) *Store {
 // requireRoot skips tests that create files owned by others, device nodes and xattrs.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: unpacking preserves owners and creates whiteout devices")
-	}
+	testutil.RequiresRoot(t, "unpacking preserves owners and creates whiteout devices")
 }
 
 // blobCounter counts the registry's blob downloads by digest.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/airlockrun/airlock/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,9 +24,7 @@ func TestUnescape(t *testing.T) {
 }
 
 func TestUnder(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount")
-	}
+	testutil.RequiresRoot(t, "it mounts")
 	dir := filepath.Join(t.TempDir(), "with space")
 	inner := filepath.Join(dir, "inner")
 	if err := os.MkdirAll(inner, 0o755); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/airlockrun/airlock/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,9 +38,7 @@ func needKernel(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("needs linux/amd64 to run the filter in the kernel")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the checks are only meaningful where the syscalls would otherwise succeed")
-	}
+	testutil.RequiresRoot(t, "the checks are only meaningful where the syscalls would otherwise succeed")
 }
 
 // runHelper re-executes this test binary in helper mode and returns its

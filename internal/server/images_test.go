@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // imageAPI serves the API over a fresh key store and images, and returns its URL and a key.
@@ -58,9 +58,7 @@ func call(t *testing.T, method, url, key, body string) (int, api.Response[json.R
 // TestImageAPI drives the image routes against a real store and an in-process registry: each
 // step runs after the previous one, on the same store.
 func TestImageAPI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: unpacking preserves owners")
-	}
+	testutil.RequiresRoot(t, "unpacking preserves owners")
 	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no credentials of the host's
 	host := imagetest.Registry(t)
 	base := imagetest.Layer(t, imagetest.File("base", "shared", 0o644))
@@ -168,9 +166,7 @@ func TestImageAPI(t *testing.T) {
 // TestImageAPIClient goes through the Go client: its paths reach the routes, and its errors are
 // the sentinels.
 func TestImageAPIClient(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: unpacking preserves owners")
-	}
+	testutil.RequiresRoot(t, "unpacking preserves owners")
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	host := imagetest.Registry(t)
 	ref := imagetest.PushLayers(t, host, "client/app:v1", v1.Config{}, imagetest.Layer(t, imagetest.File("f", "x", 0o644)))

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -258,9 +259,7 @@ func TestSweep(t *testing.T) {
 // TestSweepKeepsRunning: a range whose holder is gone stays while a process runs as one of its
 // uids (an adoptable sandbox in its grace).
 func TestSweepKeepsRunning(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: starts a process as a uid of the range")
-	}
+	testutil.RequiresRoot(t, "starts a process as a uid of the range")
 	p := newPool(t, 8)
 	r := deadRecord(t, p, 60000+4, owner(4))
 	sleep := exec.Command("sleep", "60")

@@ -11,6 +11,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -70,9 +71,7 @@ func waitNoContainerLeaks(t *testing.T, dataDir string) {
 // the files API, network policy none, terminate; then a kill -9 of the daemon with a sandbox
 // live, and a restart that marks it failed and removes every trace.
 func TestContainerLevel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	removeContainerState(t, dataDir)
 	key := newKey(t, dataDir, "t1")

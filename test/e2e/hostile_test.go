@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -143,9 +144,7 @@ func sh(t *testing.T, c *client.Client, sb api.Sandbox, script, py string) api.E
 // offers: every attempt is refused with the right status, and the host and the other tenant
 // are untouched.
 func TestHostileTenant(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	check := leakCheck(t)
 	h := newHostile(t)
 	defer func() {

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -35,6 +36,10 @@ func TestMain(m *testing.M) {
 		os.Exit(rusageWrapper(out, os.Args[1:]))
 	}
 	if os.Geteuid() != 0 {
+		if os.Getenv(testutil.RequireRootEnv) == "1" {
+			fmt.Fprintf(os.Stderr, "test/e2e needs root (the process isolation level uses namespaces and cgroups), and %s=1 says skipping is not allowed\n", testutil.RequireRootEnv)
+			os.Exit(1)
+		}
 		fmt.Fprintln(os.Stderr, "SKIP: test/e2e needs root (the process isolation level uses namespaces and cgroups); skipping the whole package")
 		os.Exit(0)
 	}

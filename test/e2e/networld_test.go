@@ -31,6 +31,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // The test world: two network namespaces the test makes, "hut" (the host under test, where the
@@ -122,9 +123,7 @@ func newWorld(t *testing.T) *world { return newWorldWith(t, worldOptions{}) }
 
 func newWorldWith(t *testing.T, o worldOptions) *world {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: the network world needs root (network namespaces)")
-	}
+	testutil.RequiresRoot(t, "the network world is made of network namespaces")
 	for _, tool := range []string{"ip", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("SKIP: the network world needs %s: %v", tool, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/levels"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // TestSnapshotsMemory drives snapshots with memory (container level under runsc) through the CLI
@@ -21,9 +22,7 @@ import (
 // runs is refused unless it asks for files only; runc refuses memory by name; a memory snapshot
 // outlives a kill -9 of the daemon; deleting it removes its memory image. Nothing is left behind.
 func TestSnapshotsMemory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	// Checked last: the level's state directory stays mounted until the cleanup below.
 	t.Cleanup(leakCheck(t))
 	dir := filepath.Join(t.TempDir(), "data")

@@ -23,6 +23,7 @@ import (
 	"github.com/airlockrun/airlock/internal/mountinfo"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
@@ -53,9 +54,7 @@ func newDriverWithInit(t testing.TB, rt string, change func(*host.Config)) *cont
 
 func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), ichange func(*host.Config)) *container.Driver {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	state, err := os.MkdirTemp("", "airlock-test-container-")
 	if err != nil {
 		t.Fatal(err)

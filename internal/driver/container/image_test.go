@@ -28,6 +28,7 @@ import (
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // imageLevel is a level under test with images: the driver, and what it leaves on the host.
@@ -114,9 +115,7 @@ func leakCheck(t *testing.T, l imageLevel) {
 }
 
 func TestImage(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	host := imagetest.Registry(t)
 	ref := imagetest.Push(t, host, "test/busybox:v1", imagetest.Busybox(t), v1.Config{Env: []string{"PATH=/bin", "FOO=bar"}})
 	store := newImageStore(t)

@@ -2,7 +2,6 @@ package container_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/airlockrun/airlock/internal/fsdiff"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // TestLayerChangesOverImage: on every level with images, the files an exec changed are told
@@ -19,9 +19,7 @@ import (
 // whiteout) deleted, and a directory removed and made again (opaque) hides what the image had
 // in it, which is deleted.
 func TestLayerChangesOverImage(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequiresRoot(t, "it makes sandboxes")
 	host := imagetest.Registry(t)
 	// Owned by the host's root, which no level maps: writable by mode (the container level's
 	// image root is read-only but for the writable directories, /workspace among them).

@@ -23,6 +23,7 @@ import (
 	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -40,9 +41,7 @@ func newDriver(t testing.TB) *process.Driver { return newDriverWith(t, nil) }
 // newDriverWith is newDriver with changes to the configuration.
 func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the process level creates cgroups and maps a uid range")
-	}
+	testutil.RequiresRoot(t, "the process level creates cgroups and maps a uid range")
 	state, err := os.MkdirTemp("", "airlock-test-state-")
 	if err != nil {
 		t.Fatal(err)

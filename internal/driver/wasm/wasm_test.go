@@ -18,6 +18,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/guest/pid1"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // cacheDir is the compilation cache the package's drivers share, as the airlocks of one host do:
@@ -52,9 +53,7 @@ func newDriver(t testing.TB) (*wasm.Driver, string) {
 // newDriverWith is newDriver with changes to the configuration.
 func newDriverWith(t testing.TB, change func(*wasm.Config)) (*wasm.Driver, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the wasm level runs its workers in process-level jails: run as root")
-	}
+	testutil.RequiresRoot(t, "the wasm level runs its workers in process-level jails")
 	state := t.TempDir()
 	cfg := wasm.Config{StateDir: state, CacheDir: cacheDir}
 	if change != nil {

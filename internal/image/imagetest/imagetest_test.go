@@ -10,13 +10,12 @@ import (
 
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // TestBusybox pushes the busybox root and pulls it through a store, as other packages do.
 func TestBusybox(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: unpacking preserves owners")
-	}
+	testutil.RequiresRoot(t, "unpacking preserves owners")
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	host := imagetest.Registry(t)
 	ref := imagetest.Push(t, host, "airlock/busybox:test", imagetest.Busybox(t), v1.Config{

@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/netpolicy"
 	"github.com/airlockrun/airlock/internal/netpolicy/netns"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // events collects what the service reports.
@@ -53,9 +54,7 @@ func (e *events) wait(t *testing.T, match func(netpolicy.Event) bool) netpolicy.
 
 func newService(t *testing.T, trusted map[string][]netip.Addr) (*Service, *events) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
+	testutil.RequiresRoot(t, "network namespaces")
 	svc, err := New(Config{Pool: netip.MustParsePrefix("10.215.0.0/24"), Trusted: trusted}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // testPool is a pool away from the default, so tests do not meet a running daemon's sandboxes.
@@ -20,9 +21,7 @@ var testPool = netip.MustParsePrefix("10.213.0.0/22")
 
 func needRoot(t testing.TB) *Pool {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, nftables)")
-	}
+	testutil.RequiresRoot(t, "network namespaces, veth, nftables")
 	p, err := NewPool(testPool)
 	if err != nil {
 		t.Fatal(err)
