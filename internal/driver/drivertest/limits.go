@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -38,8 +39,8 @@ func testMemoryBomb(t *testing.T, h *Harness) {
 	// pass the limit by those few MiB. Under gVisor the kill is airlock's own and asynchronous
 	// (a cgroup threshold event, then init kills the largest process), so the bomb can get a few
 	// tens of MiB further first (163 MiB seen once in many runs); the runtime's cgroup, with its
-	// headroom, still caps the sandbox.
-	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, 192)
+	// headroom, still caps the sandbox: a busy host, slow to run init, lets it get that far.
+	within(t, "peak memory MiB", res.ResourceUsage.PeakMemoryMB, 100, float64(128+host.GuestHeadroom(128<<20)>>20))
 	// The sandbox survives its bomb, uses its memory again, and a second bomb ends the same way.
 	expect(t, h.Exec(t, sb, 10*time.Second, alive), 0, "alive")
 	expect(t, h.Exec(t, sb, 30*time.Second, Script{

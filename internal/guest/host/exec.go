@@ -249,6 +249,10 @@ type counters struct {
 	txNet int64
 	cpu   time.Duration // the cgroup's CPU usage, when the runtime's rusage overstates (CgroupCPU)
 	guest bool          // ev's pids and OOM counts are the sandbox kernel's (guest.MsgStarted's)
+	// hostOOM is the host cgroup's OOM kill count, also where ev's is the sandbox kernel's: a
+	// sandbox with its own kernel that outruns init's kill meets the host's limit (its headroom
+	// spent), and the host kernel kills in it.
+	hostOOM int64
 }
 
 // takeGuest takes the sandbox kernel's counters that init sends with a command's start
@@ -262,6 +266,7 @@ func takeGuest(c *counters, m *guest.Message) {
 func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
+	c.hostOOM = c.ev.OOMKills
 	if s.l.CgroupCPU {
 		if st, err := s.cg.Stats(); err == nil {
 			c.cpu = st.CPUUsage
@@ -288,7 +293,11 @@ func (s *Sandbox) account(before counters, ru *guest.Rusage, guestAfter *guest.C
 	ev := func(typ, msg string, n int64) {
 		res.LimitEvents = append(res.LimitEvents, sandbox.LimitEvent{Type: typ, Message: msg, Count: n, Time: now})
 	}
-	if n := after.ev.OOMKills - before.ev.OOMKills; n > 0 {
+	oom := after.ev.OOMKills - before.ev.OOMKills
+	if before.guest {
+		oom += after.hostOOM - before.hostOOM
+	}
+	if n := oom; n > 0 {
 		res.OOMKilled = true
 		ev(sandbox.EventLimitMemory, fmt.Sprintf("memory limit of %d MiB reached; the kernel killed %d process(es)", s.spec.Resources.MemoryMB, n), n)
 	}

@@ -16,8 +16,10 @@ import (
 
 // GuestHeadroom is what the host cgroup of a sandbox of memory bytes allows above them: the
 // sandbox kernel's own memory, and the time the host and init take to kill a process that
-// allocates fast.
-func GuestHeadroom(memory int64) int64 { return 64<<20 + memory/4 }
+// allocates fast — on a busy host, a bomb zeroing a large buffer under gVisor outran 96 MiB of
+// headroom (64 MiB + a quarter of 128) and met the host's limit, whose OOM kill ends the whole
+// sandbox.
+func GuestHeadroom(memory int64) int64 { return 128<<20 + memory/4 }
 
 // watchGuestMemory tells init to kill a process whenever the sandbox's use reaches its limit,
 // until the sandbox ends. The watch is set up in the background: on cgroup v1, registering the
