@@ -347,7 +347,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, cfg *i
 		return fail(err)
 	}
 	s.cg = cg
-	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + initTasks}
+	res := cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + initTasks}
 	if err := cg.Set(res); err != nil {
 		return fail(fmt.Errorf("cgroup limits: %w", err))
 	}
