@@ -239,9 +239,11 @@ func (d *Daemon) transition(sb *sandbox, to, reason string) {
 func (d *Daemon) logLocked(sb *sandbox, e api.LogEntry) {
 	e.Seq = int64(len(sb.logs) + 1)
 	e.Time = time.Now().UTC()
+	e.Timestamp, e.Message = e.Time, e.Data
 	if e.Event != nil {
 		e.Event.ID = fmt.Sprintf("evt_%d", e.Seq)
 		e.Event.Time = e.Time
+		e.Message = e.Event.Message
 	}
 	sb.logs = append(sb.logs, e)
 	close(d.changed)
