@@ -304,7 +304,7 @@ func TestDaemonTenants(t *testing.T) {
 
 // TestDaemonQuotaAndCompat checks the per-tenant quota (429) and the compatibility surface.
 func TestDaemonQuotaAndCompat(t *testing.T) {
-	d, c, key := newDaemonConfig(t, `{"limits": {"maxSandboxesPerTenant": 2}}`)
+	d, c, key := newDaemonConfig(t, `{`+processDefault+`, "limits": {"maxSandboxesPerTenant": 2}}`)
 	ctx := bg()
 	ids := createN(t, c, 2)
 	if _, err := c.Create(ctx, smallSpec()); clientErr(t, err).StatusCode != http.StatusTooManyRequests {
