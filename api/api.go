@@ -83,12 +83,16 @@ type Bind struct {
 // Resources are the limits of SPEC §2. Zero means the default; a value above the maximum is an
 // error, never clamped.
 type Resources struct {
-	CPU          float64 `json:"cpu,omitempty"`          // vCPUs
-	MemoryMB     int64   `json:"memoryMb,omitempty"`     // cgroup memory limit
-	DiskMB       int64   `json:"diskMb,omitempty"`       // size of the writable layer
-	NetworkMbps  int64   `json:"networkMbps,omitempty"`  // egress shaping
-	MaxProcesses int64   `json:"maxProcesses,omitempty"` // pids limit
-	MaxOpenFiles int64   `json:"maxOpenFiles,omitempty"` // RLIMIT_NOFILE
+	CPU          VCPU  `json:"cpu,omitempty"`          // vCPUs: "2.0" or 2 in, "2.0" out
+	MemoryMB     int64 `json:"memoryMb,omitempty"`     // cgroup memory limit
+	DiskMB       int64 `json:"diskMb,omitempty"`       // size of the writable layer
+	NetworkMbps  int64 `json:"networkMbps,omitempty"`  // egress shaping
+	MaxProcesses int64 `json:"maxProcesses,omitempty"` // pids limit
+	MaxOpenFiles int64 `json:"maxOpenFiles,omitempty"` // RLIMIT_NOFILE
+	// GPUEnabled asks for a GPU (seed 000). false is accepted; true is refused with 422
+	// gpu_unavailable, since no isolation level of airlock passes a GPU through (GET
+	// /api/v1/capabilities says so: features.gpu false, with the reason).
+	GPUEnabled bool `json:"gpuEnabled,omitempty"`
 }
 
 // Network is the egress policy of SPEC §4.
@@ -158,7 +162,10 @@ type Sandbox struct {
 	Transitions []Transition `json:"transitions,omitempty"`
 }
 
-// Endpoints are the sandbox's routes, relative to the daemon's address.
+// Endpoints are the sandbox's routes as absolute URLs (seed 000): exec and logs are WebSocket
+// URLs (ws:// or wss://), files and metrics HTTP ones. They start with the daemon's publicUrl
+// (configuration) or else the scheme and host the request reached the daemon by; the API key
+// goes in the Authorization header as for every route.
 type Endpoints struct {
 	Exec    string `json:"exec"`
 	Files   string `json:"files"`

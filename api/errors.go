@@ -11,7 +11,7 @@ type Response[T any] struct {
 // Error is a failed request's reason.
 type Error struct {
 	// Code is stable and machine-readable: invalid_argument, unauthorized, forbidden, not_found,
-	// conflict, payload_too_large, isolation_unavailable, unavailable, quota_exceeded,
+	// conflict, payload_too_large, isolation_unavailable, gpu_unavailable, unavailable, quota_exceeded,
 	// insufficient_storage, internal; and the 403s secret_not_granted, volume_not_granted,
 	// template_not_granted, image_not_allowed.
 	Code    string `json:"code"`
@@ -31,6 +31,7 @@ const (
 	CodeConflict             = "conflict"
 	CodePayloadTooLarge      = "payload_too_large"
 	CodeIsolationUnavailable = "isolation_unavailable"
+	CodeGPUUnavailable       = "gpu_unavailable" // resources.gpuEnabled: no level of this host has a GPU
 	CodeUnavailable          = "unavailable"
 	CodeQuotaExceeded        = "quota_exceeded"
 	CodeInsufficientStorage  = "insufficient_storage"

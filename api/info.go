@@ -52,8 +52,13 @@ type Metrics struct {
 type Capabilities struct {
 	Version string            `json:"version"`
 	Levels  []LevelCapability `json:"levels"`
+	// DefaultIsolation is the level a create without isolation gets (the operator's
+	// defaults.isolation; container unless configured).
+	DefaultIsolation string `json:"defaultIsolation"`
 	// Features are the API's optional capabilities and whether this daemon has them.
 	Features map[string]bool `json:"features"`
+	// Reasons say why a feature is false, by its name (e.g. gpu).
+	Reasons map[string]string `json:"reasons,omitempty"`
 }
 
 // LevelCapability is one isolation level on this host.
@@ -105,6 +110,9 @@ type TemplateInfo struct {
 
 // Quota is a tenant's bounds (SPEC §0); a zero field is unbounded.
 type Quota struct {
+	// Plan names the plan (config tenants.plans; "free" is built in: 3 sandboxes, seed 002)
+	// whose quota fills the fields left at zero here.
+	Plan              string  `json:"plan,omitempty"`
 	MaxSandboxes      int     `json:"maxSandboxes,omitempty"`
 	MaxMemoryMB       int64   `json:"maxMemoryMb,omitempty"`
 	MaxDiskMB         int64   `json:"maxDiskMb,omitempty"`

@@ -44,6 +44,16 @@ type RestoreRequest struct {
 	SnapshotID string `json:"snapshotId"`
 }
 
+// Restore is the answer to POST /api/v1/sandboxes/{id}/restore, seed 000's shape: the sandbox's
+// id, its state ("ready"), the snapshot it was restored from and when; the sandbox as it now is
+// follows in the same object.
+type Restore struct {
+	State        string    `json:"state"`
+	RestoredFrom string    `json:"restoredFrom"` // the snapshot's ID
+	RestoredAt   time.Time `json:"restoredAt"`
+	Sandbox
+}
+
 // ForkRequest is the body of POST /api/v1/sandboxes/{id}/fork: Count new sandboxes, each started
 // from one snapshot taken of the sandbox now.
 type ForkRequest struct {

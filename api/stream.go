@@ -94,6 +94,10 @@ type LogEntry struct {
 	ExecutionID string    `json:"executionId,omitempty"`
 	Data        string    `json:"data,omitempty"`
 	Event       *Event    `json:"event,omitempty"`
+	// Timestamp and Message are the line as seed 000's SDK reads it (line.timestamp,
+	// line.message): Time again, and the output chunk or the event's message.
+	Timestamp time.Time `json:"timestamp"`
+	Message   string    `json:"message"`
 }
 
 // Log streams.

@@ -47,12 +47,13 @@ func (c *Client) DeleteSnapshot(ctx context.Context, snapshotID string) (api.Sna
 	return s, err
 }
 
-// Restore puts sandbox id back in the state of snapshot snapshotID and returns the sandbox, ready.
-// The snapshot must be of the sandbox's level, runtime, image, rootfs, template and user.
-func (c *Client) Restore(ctx context.Context, id, snapshotID string) (api.Sandbox, error) {
-	var sb api.Sandbox
-	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/restore"), json: api.RestoreRequest{SnapshotID: snapshotID}}, &sb)
-	return sb, err
+// Restore puts sandbox id back in the state of snapshot snapshotID and returns seed 000's
+// answer: State "ready", RestoredFrom, RestoredAt, and the sandbox as it now is (embedded). The
+// snapshot must be of the sandbox's level, runtime, image, rootfs, template and user.
+func (c *Client) Restore(ctx context.Context, id, snapshotID string) (api.Restore, error) {
+	var res api.Restore
+	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/restore"), json: api.RestoreRequest{SnapshotID: snapshotID}}, &res)
+	return res, err
 }
 
 // Fork snapshots sandbox id and starts req.Count new sandboxes (one for the zero request) from

@@ -23,7 +23,7 @@ and an admin key, the operator's (images, pools, every tenant's quota; keep it t
 In another terminal, copy and paste:
 
     export AIRLOCK_HOST=http://$LISTEN AIRLOCK_TOKEN=$KEY
-    ID=\$($BIN create --memory 512M --timeout 10m)
+    ID=\$($BIN create --memory 512M --timeout 10m)    # gVisor's container, the default level
     $BIN exec \$ID -- python3 -c 'print("hello from sandbox", __import__("os").getuid())'
     $BIN exec -it \$ID            # an interactive shell in the same sandbox
     $BIN ls

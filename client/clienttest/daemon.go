@@ -132,7 +132,8 @@ func fail(w http.ResponseWriter, status int, e api.Error) {
 }
 
 func (d *Daemon) capabilities(w http.ResponseWriter, r *http.Request) {
-	caps := api.Capabilities{Version: "fake", Features: map[string]bool{"interactiveExec": true, "logStream": true}}
+	caps := api.Capabilities{Version: "fake", DefaultIsolation: api.LevelProcess, Features: map[string]bool{"interactiveExec": true, "logStream": true, "gpu": false},
+		Reasons: map[string]string{"gpu": "the fake daemon has no GPU"}}
 	for _, l := range []string{api.LevelProcess, api.LevelContainer, api.LevelWasm, api.LevelMicroVM, api.LevelEnclave} {
 		lc := api.LevelCapability{Level: l, Available: l == api.LevelProcess || l == api.LevelWasm}
 		if !lc.Available {
@@ -168,18 +169,24 @@ func (d *Daemon) create(w http.ResponseWriter, r *http.Request) {
 		ID: fmt.Sprintf("sbx_fake%04d", d.n), Status: api.StatusProvisioning, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: now.Add(time.Duration(spec.Timeout.MaxDurationSeconds) * time.Second), Spec: spec,
 	}
-	base := "/api/v1/sandboxes/" + sb.ID
-	sb.Endpoints = api.Endpoints{Exec: base + "/exec", Files: base + "/files", Logs: base + "/logs", Metrics: base + "/metrics"}
+	// Absolute, as the daemon answers them (on loopback, plain HTTP).
+	base := "//" + r.Host + "/api/v1/sandboxes/" + sb.ID
+	sb.Endpoints = api.Endpoints{Exec: "ws:" + base + "/exec", Files: "http:" + base + "/files", Logs: "ws:" + base + "/logs", Metrics: "http:" + base + "/metrics"}
 	d.transition(sb, api.StatusReady, "created")
 	d.sandboxes[sb.ID] = sb
 	d.order = append(d.order, sb.ID)
 	reply(w, http.StatusCreated, sb.Sandbox)
 }
 
-// validate defaults spec and checks a few fields the way the daemon does.
+// validate defaults spec and checks a few fields the way the daemon does. The fake's default
+// level is process (capabilities' defaultIsolation): it offers no container level, the daemon's
+// default.
 func validate(spec *api.Spec) (*api.Error, int) {
 	if spec.Isolation == "" {
 		spec.Isolation = api.LevelProcess
+	}
+	if spec.Resources.GPUEnabled {
+		return &api.Error{Code: api.CodeGPUUnavailable, Field: "resources.gpuEnabled", Message: "no GPU: the fake daemon has none"}, http.StatusUnprocessableEntity
 	}
 	if spec.Isolation != api.LevelProcess && spec.Isolation != api.LevelWasm {
 		return &api.Error{Code: api.CodeIsolationUnavailable, Field: "isolation",
@@ -232,9 +239,11 @@ func (d *Daemon) transition(sb *sandbox, to, reason string) {
 func (d *Daemon) logLocked(sb *sandbox, e api.LogEntry) {
 	e.Seq = int64(len(sb.logs) + 1)
 	e.Time = time.Now().UTC()
+	e.Timestamp, e.Message = e.Time, e.Data
 	if e.Event != nil {
 		e.Event.ID = fmt.Sprintf("evt_%d", e.Seq)
 		e.Event.Time = e.Time
+		e.Message = e.Event.Message
 	}
 	sb.logs = append(sb.logs, e)
 	close(d.changed)

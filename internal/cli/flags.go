@@ -127,9 +127,9 @@ type specFlags struct {
 
 func (f *specFlags) register(fs *flag.FlagSet, spec *sandbox.Spec) {
 	r := &spec.Resources
-	fs.StringVar(&spec.Isolation, "isolation", "", "isolation level: process (default), container, wasm, microvm, enclave")
+	fs.StringVar(&spec.Isolation, "isolation", "", "isolation level: container (default: gVisor, or the config's defaults.isolation), process, wasm, microvm, enclave")
 	fs.StringVar(&spec.Runtime, "runtime", "", "container runtime: runsc or runc")
-	fs.Float64Var(&r.CPU, "cpu", 0, "vCPUs, the cgroup CPU quota (default 1)")
+	fs.Float64Var((*float64)(&r.CPU), "cpu", 0, "vCPUs, the cgroup CPU quota (default 1)")
 	fs.Var(mibFlag{&r.MemoryMB}, "memory", "memory limit, e.g. 512M (default 2048M)")
 	fs.Var(mibFlag{&r.DiskMB}, "disk", "size of the writable layer, e.g. 1G (default 5120M)")
 	fs.Int64Var(&r.MaxProcesses, "pids", 0, "maximum processes and threads (default 64)")

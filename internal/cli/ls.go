@@ -89,9 +89,9 @@ func statusText(sb api.Sandbox) string {
 	return dash(sb.Status)
 }
 
-func cpuText(cpu float64) string {
+func cpuText(cpu api.VCPU) string {
 	if cpu == 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(cpu, 'f', -1, 64)
+	return strconv.FormatFloat(float64(cpu), 'f', -1, 64)
 }

@@ -5,7 +5,7 @@ import "fmt"
 // restoreCmd is `airlock restore ID SNAPSHOT_ID`: put a sandbox back in a snapshot's state.
 func restoreCmd(e *env, args []string) int {
 	r := newRemote(e, "restore", "[--json] ID SNAPSHOT_ID")
-	asJSON := r.fs.Bool("json", false, "print the sandbox as JSON instead of its ID")
+	asJSON := r.fs.Bool("json", false, "print the answer as JSON ({id, state, restoredFrom, restoredAt} and the sandbox) instead of the ID")
 	pos, code := r.parse(args, true)
 	if code >= 0 {
 		return code

@@ -40,6 +40,14 @@ func runCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// Without --isolation the level is the configuration's default (container unless it says
+	// otherwise), as for a create through the daemon.
+	if !ra.isolationGiven && spec.Isolation != cfg.Defaults.Isolation {
+		spec.Isolation = cfg.Defaults.Isolation
+		if err := sandbox.Validate(&spec); err != nil {
+			return fail(errors.New(describe(err)))
+		}
+	}
 	var network *egress.Service
 	if spec.Network.EgressPolicy != sandbox.EgressNone {
 		if network, err = levels.Network(cfg, e.log); err != nil {
@@ -56,6 +64,10 @@ func runCmd(e *env, args []string) int {
 	images, _ := levels.Images(cfg, false, e.log) // why not is logged; --image is then refused
 	reg := levels.Registry(cfg, network, images, e.log)
 	d, err := reg.Lookup(spec.Isolation)
+	if err != nil && !ra.isolationGiven {
+		return fail(fmt.Errorf("%w; with no --isolation the level is the default, %s (config defaults.isolation): install what it needs "+
+			"(for container, gVisor's runsc: make deps), pass --isolation (e.g. --isolation process), or set defaults.isolation in --config", err, spec.Isolation))
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -118,12 +130,14 @@ func runCmd(e *env, args []string) int {
 
 // runArgs are run's parsed flags.
 type runArgs struct {
-	spec       sandbox.Spec
-	timeout    time.Duration
-	asJSON     bool
-	networkLog bool
-	cmd        []string
-	host       hostFlags
+	spec sandbox.Spec
+	// isolationGiven: --isolation was given; otherwise the configuration's default applies.
+	isolationGiven bool
+	timeout        time.Duration
+	asJSON         bool
+	networkLog     bool
+	cmd            []string
+	host           hostFlags
 }
 
 // parseRun parses run's flags into a defaulted, validated spec. code >= 0 means: exit with it.
@@ -179,6 +193,7 @@ func parseRun(e *env, args []string) (ra runArgs, code int) {
 		return ra, sandbox.ExitSetupError
 	}
 	spec.Timeout.MaxDurationSeconds = int64(math.Ceil(ra.timeout.Seconds()))
+	ra.isolationGiven = spec.Isolation != ""
 	sandbox.SetDefaults(spec)
 	if err := sandbox.Validate(spec); err != nil {
 		fmt.Fprintln(e.stderr, "airlock run:", describe(err))

@@ -63,9 +63,9 @@ func templatesCmd(e *env, args []string) int {
 // tenantsCmd is `airlock tenants`: quotas and usage (the key's own tenant; every tenant for an
 // admin key).
 func tenantsCmd(e *env, args []string) int {
-	return listVerb(e, "tenants", args, (*client.Client).Tenants, "TENANT\tSANDBOXES\tMEMORY MB\tDISK MB\tREQUESTS/S", func(t api.Tenant) []any {
+	return listVerb(e, "tenants", args, (*client.Client).Tenants, "TENANT\tPLAN\tSANDBOXES\tMEMORY MB\tDISK MB\tREQUESTS/S", func(t api.Tenant) []any {
 		q, u := t.Quota, t.Usage
-		return []any{t.Name, fmt.Sprintf("%d/%d", u.Sandboxes, q.MaxSandboxes), fmt.Sprintf("%d/%d", u.MemoryMB, q.MaxMemoryMB),
+		return []any{t.Name, dash(q.Plan), fmt.Sprintf("%d/%d", u.Sandboxes, q.MaxSandboxes), fmt.Sprintf("%d/%d", u.MemoryMB, q.MaxMemoryMB),
 			fmt.Sprintf("%d/%d", u.DiskMB, q.MaxDiskMB), fmt.Sprintf("%g (burst %d)", q.RequestsPerSecond, q.Burst)}
 	})
 }

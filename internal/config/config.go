@@ -10,8 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -30,6 +33,14 @@ type Config struct {
 	DataDir string `json:"dataDir"`
 	// Listen is the daemon's address. Default 127.0.0.1:7070.
 	Listen string `json:"listen"`
+	// PublicURL is the address clients reach the daemon by, when it is not the one they send in
+	// each request (a reverse proxy, a load balancer): http(s)://HOST[:PORT][/PREFIX]. A
+	// sandbox's endpoints are absolute URLs that start with it (exec and logs with ws:// or
+	// wss://). Empty (the default): each answer builds them from the request's Host and whether
+	// it came over TLS.
+	PublicURL string `json:"publicUrl"`
+	// Defaults are what a create leaves out and the operator chooses.
+	Defaults DefaultsConfig `json:"defaults"`
 	// TLS makes the daemon serve HTTPS. A Listen address that is not loopback requires it, or
 	// Insecure.
 	TLS TLSConfig `json:"tls"`
@@ -65,6 +76,15 @@ type Config struct {
 	LogFormat string `json:"logFormat"`
 }
 
+// DefaultsConfig holds the operator's defaults for new sandboxes.
+type DefaultsConfig struct {
+	// Isolation is the level of a sandbox whose create names none, through the API (both
+	// surfaces), `airlock create` and `airlock run`: container (the default, gVisor's runsc,
+	// SPEC §1), process, wasm, microvm or enclave. A level this host lacks is not replaced by
+	// another: such a create is refused (422) saying how to fix it.
+	Isolation string `json:"isolation"`
+}
+
 // VolumeConfig is one volume: a host directory, whether every mount of it is read-only, and the
 // tenants that may mount it ("*" for all).
 type VolumeConfig struct {
@@ -80,11 +100,28 @@ type TemplateConfig struct {
 	Tenants []string `json:"tenants"`
 }
 
-// TenantsConfig holds the tenants' quotas (SPEC §0). A quota field left at zero takes the
-// default's; Defaults' own zero fields are filled by Default().
+// TenantsConfig holds the tenants' quotas (SPEC §0). A quota field left at zero takes its
+// plan's (quota.plan, or else Defaults.plan), then the default's; Defaults' own zero fields are
+// filled by Default().
 type TenantsConfig struct {
 	Defaults  api.Quota            `json:"defaults"`
 	Overrides map[string]api.Quota `json:"overrides"`
+	// Plans are named quotas that a tenant's quota names with plan (overrides.NAME.plan, or
+	// defaults.plan for every tenant). BuiltinPlans are there unless redefined here.
+	Plans map[string]api.Quota `json:"plans"`
+}
+
+// BuiltinPlans are the plans every configuration has: seed 002's free plan, up to 3 concurrent
+// sandboxes (a 4th create is a 429).
+var BuiltinPlans = map[string]api.Quota{"free": {MaxSandboxes: 3}}
+
+// plan returns the plan called name: the configuration's, else a built-in one.
+func (t TenantsConfig) plan(name string) (api.Quota, bool) {
+	if p, ok := t.Plans[name]; ok {
+		return p, true
+	}
+	p, ok := BuiltinPlans[name]
+	return p, ok
 }
 
 // AuditConfig configures the audit log.
@@ -182,6 +219,7 @@ func Default() Config {
 		Version:  Version,
 		DataDir:  defaultDataDir(),
 		Listen:   "127.0.0.1:7070",
+		Defaults: DefaultsConfig{Isolation: sandbox.DefaultIsolation},
 		Database: DatabaseConfig{Sync: "normal"},
 		Limits:   LimitsConfig{MaxSandboxesPerTenant: 100, MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 30, MaxPools: 16, MaxPoolSandboxes: 256},
 		Server: ServerConfig{ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 60, IdleTimeoutSeconds: 60, MaxHeaderBytes: 64 << 10,
@@ -224,6 +262,12 @@ func (c Config) Validate() error {
 	}
 	if err := c.checkListen(); err != nil {
 		return err
+	}
+	if err := checkPublicURL(c.PublicURL); err != nil {
+		return err
+	}
+	if !slices.Contains(sandbox.Levels, c.Defaults.Isolation) {
+		return fmt.Errorf("config: defaults.isolation must be one of %s (got %q)", strings.Join(sandbox.Levels, ", "), c.Defaults.Isolation)
 	}
 	if c.Audit.RetentionDays < 0 || c.Audit.MaxEvents < 0 {
 		return fmt.Errorf("config: audit.retentionDays and audit.maxEvents must not be negative")
@@ -279,9 +323,21 @@ func (c Config) checkGrants() error {
 		}
 		quotas["overrides["+n+"]"] = q
 	}
+	for n, q := range c.Tenants.Plans {
+		if !api.ValidName(n) {
+			return fmt.Errorf("config: tenants.plans[%s]: a plan name is 1-64 letters, digits, '.', '_' or '-'", n)
+		}
+		if q.Plan != "" {
+			return fmt.Errorf("config: tenants.plans[%s]: a plan does not name another plan", n)
+		}
+		quotas["plans["+n+"]"] = q
+	}
 	for where, q := range quotas {
 		if q.MaxSandboxes < 0 || q.MaxMemoryMB < 0 || q.MaxDiskMB < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 || q.MaxStoredMB < 0 {
 			return fmt.Errorf("config: tenants.%s: quotas must not be negative", where)
+		}
+		if _, ok := c.Tenants.plan(q.Plan); q.Plan != "" && !ok {
+			return fmt.Errorf("config: tenants.%s: plan %q is neither in tenants.plans nor built in (free)", where, q.Plan)
 		}
 	}
 	return nil
@@ -345,12 +401,21 @@ func (c Config) Grants() *tenancy.Grants {
 	return g
 }
 
-// quota fills q's zero fields from the defaults: the configured ones, then the built-in ones
-// (the sandbox quota times the per-sandbox defaults of memory and disk; 1000 requests/s; 10 GiB
-// stored).
+// quota fills q's zero fields from its plan (q's own, else the defaults'), then the configured
+// defaults, then the built-in ones (the sandbox quota times the per-sandbox defaults of memory
+// and disk; 1000 requests/s; 10 GiB stored).
 func (c Config) quota(q api.Quota) api.Quota {
 	d := c.Tenants.Defaults
 	n := c.Limits.MaxSandboxesPerTenant
+	q.Plan = cmp.Or(q.Plan, d.Plan)
+	if p, ok := c.Tenants.plan(q.Plan); ok {
+		q.MaxSandboxes = cmp.Or(q.MaxSandboxes, p.MaxSandboxes)
+		q.MaxMemoryMB = cmp.Or(q.MaxMemoryMB, p.MaxMemoryMB)
+		q.MaxDiskMB = cmp.Or(q.MaxDiskMB, p.MaxDiskMB)
+		q.RequestsPerSecond = cmp.Or(q.RequestsPerSecond, p.RequestsPerSecond)
+		q.Burst = cmp.Or(q.Burst, p.Burst)
+		q.MaxStoredMB = cmp.Or(q.MaxStoredMB, p.MaxStoredMB)
+	}
 	fill := func(v *int64, conf, builtin int64) {
 		if *v == 0 {
 			*v = cmp.Or(conf, builtin)
@@ -391,6 +456,19 @@ func (c Config) checkListen() error {
 		return nil
 	}
 	return fmt.Errorf("config: listen %q is not a loopback address: serve TLS (--tls-cert/--tls-key) or pass --insecure to send API keys in the clear", c.Listen)
+}
+
+// checkPublicURL checks publicUrl: empty, or http(s)://HOST[:PORT][/PREFIX] without query,
+// fragment or credentials.
+func checkPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("config: publicUrl %q: want http(s)://HOST[:PORT][/PREFIX], e.g. https://airlock.example.com", s)
+	}
+	return nil
 }
 
 // SealKeyPath is the file of the key that seals webhook secrets in the store (0600, made at the

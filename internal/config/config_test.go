@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlockrun/airlock/api"
 )
 
 func TestLoad(t *testing.T) {
@@ -45,6 +47,18 @@ func TestLoad(t *testing.T) {
 		{"server one client takes all", `{"server":{"maxConnections":100,"maxConnectionsPerClient":100}}`, "server.maxConnectionsPerClient"},
 		{"server per client above total", `{"server":{"maxConnections":10}}`, "server.maxConnectionsPerClient"},
 		{"server no connections", `{"server":{"maxConnectionsPerClient":0}}`, "server.maxConnectionsPerClient"},
+		{"default isolation", `{"defaults":{"isolation":"process"}}`, ""},
+		{"unknown default isolation", `{"defaults":{"isolation":"vm"}}`, "defaults.isolation"},
+		{"empty default isolation", `{"defaults":{"isolation":""}}`, "defaults.isolation"},
+		{"public url", `{"publicUrl":"https://airlock.example.com/prefix"}`, ""},
+		{"public url with port", `{"publicUrl":"http://10.0.0.5:7070"}`, ""},
+		{"public url without scheme", `{"publicUrl":"airlock.example.com"}`, "publicUrl"},
+		{"public url ws", `{"publicUrl":"wss://airlock.example.com"}`, "publicUrl"},
+		{"public url with query", `{"publicUrl":"https://a.example.com/?x=1"}`, "publicUrl"},
+		{"plans", `{"tenants":{"plans":{"pro":{"maxSandboxes":20}},"defaults":{"plan":"free"},"overrides":{"acme":{"plan":"pro"}}}}`, ""},
+		{"unknown plan", `{"tenants":{"overrides":{"acme":{"plan":"gold"}}}}`, "gold"},
+		{"plan naming a plan", `{"tenants":{"plans":{"pro":{"plan":"free"}}}}`, "tenants.plans[pro]"},
+		{"negative plan", `{"tenants":{"plans":{"pro":{"maxSandboxes":-1}}}}`, "negative"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
@@ -122,5 +136,45 @@ func TestLeaf(t *testing.T) {
 	visit("internal/config", "itself")
 	if len(seen) < 2 {
 		t.Fatalf("found no imports of internal/config: %v", seen)
+	}
+}
+
+// TestPlans: a tenant's quota is its own fields, then its plan's (its own, else the defaults'),
+// then the defaults', then the built-in ones; the free plan is built in (seed 002: 3 sandboxes).
+func TestPlans(t *testing.T) {
+	c := Default()
+	c.Tenants = TenantsConfig{
+		Defaults:  api.Quota{MaxSandboxes: 50, RequestsPerSecond: 20},
+		Plans:     map[string]api.Quota{"pro": {MaxSandboxes: 20, MaxStoredMB: 100}},
+		Overrides: map[string]api.Quota{"a": {Plan: "free"}, "b": {Plan: "pro", MaxSandboxes: 7}, "c": {MaxDiskMB: 9}},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := c.Grants()
+	for _, w := range []struct {
+		tenant    string
+		plan      string
+		sandboxes int
+		rps       float64
+		stored    int64
+	}{
+		{"a", "free", 3, 20, 10240},
+		{"b", "pro", 7, 20, 100},
+		{"c", "", 50, 20, 10240},
+		{"someone", "", 50, 20, 10240},
+	} {
+		q := g.QuotaOf(w.tenant)
+		if q.Plan != w.plan || q.MaxSandboxes != w.sandboxes || q.RequestsPerSecond != w.rps || q.MaxStoredMB != w.stored {
+			t.Errorf("%s: %+v, want plan %q, %d sandboxes, %g requests/s, %d MiB stored", w.tenant, q, w.plan, w.sandboxes, w.rps, w.stored)
+		}
+	}
+	if q := g.QuotaOf("a"); q.MaxMemoryMB != 3*2048 {
+		t.Errorf("free plan's memory: %+v", q)
+	}
+	// defaults.plan puts every tenant on a plan; a redefined built-in plan is the operator's.
+	c.Tenants = TenantsConfig{Defaults: api.Quota{Plan: "free"}, Plans: map[string]api.Quota{"free": {MaxSandboxes: 5}}}
+	if q := c.Grants().QuotaOf("x"); q.Plan != "free" || q.MaxSandboxes != 5 {
+		t.Errorf("defaults.plan: %+v", q)
 	}
 }

@@ -96,7 +96,7 @@ func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Log
 	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant,
 		MaxPools: cfg.Limits.MaxPools, MaxPoolSandboxes: cfg.Limits.MaxPoolSandboxes, Grants: cfg.Grants(), ImageInStore: inStore,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: mx, Audit: auditConfig(cfg.Audit, mx),
-		Sinks: []audit.Sink{d.hooks}}, drivers, d.store, log.With("component", "manager"))
+		Sinks: []audit.Sink{d.hooks}, DefaultIsolation: cfg.Defaults.Isolation}, drivers, d.store, log.With("component", "manager"))
 	d.store.OnHealth(func(h store.Health) {
 		mx.StoreDegraded(h.Degraded)
 		d.m.StoreHealth(h)
@@ -111,7 +111,7 @@ func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Log
 		return nil, err
 	}
 	read, write := seconds(cfg.Server.ReadTimeoutSeconds), seconds(cfg.Server.WriteTimeoutSeconds)
-	d.api = server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version,
+	d.api = server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version, PublicURL: cfg.PublicURL,
 		Metrics: mx.Handler(), Webhooks: d.hooks, Unauthenticated: mx.Unauthenticated, RateLimited: mx.RateLimited, ReadTimeout: read, WriteTimeout: write},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	// Every bound holds for a request without a key; the API lifts the read and write timeouts

@@ -60,6 +60,9 @@ type Options struct {
 	AllowRegistry func(host string) bool
 	// Platform is chosen from multi-platform images; nil means linux/runtime.GOARCH.
 	Platform *v1.Platform
+	// Mirrors are registry hosts to pull a registry's images from, by the registry's name
+	// ("docker.io" and "index.docker.io" alike); the image keeps its own reference.
+	Mirrors map[string]string
 }
 
 // Image is a pulled image.
@@ -129,6 +132,7 @@ type Store struct {
 	// allowRegistry says which registries a pull may reach; nil allows any.
 	allowRegistry func(host string) bool
 	platform      v1.Platform
+	mirrors       map[string]string // registry (as name.Registry.RegistryStr) → mirror host
 }
 
 // index is index.json.
@@ -166,6 +170,14 @@ func Open(dir string, opts Options, log *slog.Logger) (*Store, error) {
 	}
 	s.remote = []remote.Option{remote.WithAuthFromKeychain(kc), remote.WithPlatform(s.platform)}
 	s.allowRegistry = opts.AllowRegistry
+	for reg, m := range opts.Mirrors {
+		if r, err := name.NewRegistry(reg); err == nil {
+			if s.mirrors == nil {
+				s.mirrors = map[string]string{}
+			}
+			s.mirrors[r.RegistryStr()] = m
+		}
+	}
 	tr := opts.Transport
 	if tr == nil && opts.Guard != nil {
 		t := remote.DefaultTransport.(*http.Transport).Clone()

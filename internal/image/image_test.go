@@ -497,3 +497,30 @@ func TestOpenSweepsTmp(t *testing.T) {
 		t.Errorf("tmp/ after Open = %v, want [layer-live]", es)
 	}
 }
+
+// TestMirror: a registry's images are pulled from its mirror and keep their own reference, so
+// that an image approved as docker.io/org/app stays that; other registries are not mirrored.
+func TestMirror(t *testing.T) {
+	requireRoot(t)
+	host := imagetest.Registry(t)
+	imagetest.PushLayers(t, host, "agentcop/agent-sandbox:latest", v1.Config{Env: []string{"FROM=mirror"}},
+		imagetest.Layer(t, imagetest.File("hello", "from the mirror", 0o644)))
+	s := newStore(t, Options{Mirrors: map[string]string{"docker.io": host}})
+	img, err := s.Pull(context.Background(), "agentcop/agent-sandbox:latest", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Ref != "index.docker.io/agentcop/agent-sandbox:latest" || len(img.Config.Env) != 1 || img.Config.Env[0] != "FROM=mirror" {
+		t.Errorf("image = %+v", img)
+	}
+	if got, err := s.Get("docker.io/agentcop/agent-sandbox:latest"); err != nil || got.Digest != img.Digest {
+		t.Errorf("Get by the docker.io spelling: %+v, %v", got, err)
+	}
+	// The mirror answers for the registry it mirrors only.
+	if _, err := s.Pull(context.Background(), host+"/agentcop/agent-sandbox:latest", nil); err != nil {
+		t.Errorf("the mirror's own reference: %v", err)
+	}
+	if err := (Settings{MaxImageSizeMb: 1, Mirrors: map[string]string{"docker.io": "http://x/y"}}).Validate(); err == nil {
+		t.Error("a mirror with a path was accepted")
+	}
+}

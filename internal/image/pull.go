@@ -62,7 +62,7 @@ func (s *Store) Pull(ctx context.Context, ref string, progress func(Progress)) (
 			progress(p)
 		}
 	}
-	v1img, digest, err := s.resolve(ctx, r)
+	v1img, digest, err := s.resolve(ctx, s.source(r))
 	if err != nil {
 		return Image{}, err
 	}
@@ -177,6 +177,24 @@ func (s *Store) Pull(ctx context.Context, ref string, progress func(Progress)) (
 	}
 	s.log.Info("image pulled", "ref", img.Ref, "digest", img.Digest, "layers", len(img.Layers), "size", img.Size)
 	return img, nil
+}
+
+// source is where r is pulled from: r itself, or the same repository and tag or digest on its
+// registry's mirror (Options.Mirrors).
+func (s *Store) source(r name.Reference) name.Reference {
+	m, ok := s.mirrors[r.Context().RegistryStr()]
+	if !ok {
+		return r
+	}
+	sep := ":"
+	if _, ok := r.(name.Digest); ok {
+		sep = "@"
+	}
+	src, err := name.ParseReference(m + "/" + r.Context().RepositoryStr() + sep + r.Identifier())
+	if err != nil {
+		return r // Settings.Validate checked the host; a reference it cannot make is pulled as it is
+	}
+	return src
 }
 
 // resolve fetches r's manifest; for a multi-platform index, the manifest of the store's

@@ -2,7 +2,11 @@ package image
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // Settings is the "images" section of airlock's configuration file, as an operator writes it;
@@ -22,6 +26,12 @@ type Settings struct {
 	// addresses (a registry on the daemon's own host). Off by default, so that no image
 	// reference makes the daemon dial into its own network; metadata addresses never.
 	AllowPrivateNetworks bool `json:"allowPrivateNetworks"`
+	// Mirrors pull a registry's images from another registry host, by the registry's name:
+	// {"docker.io": "mirror.example.com:5000"}. The image keeps its own reference (an image
+	// approved as docker.io/org/app:1 stays that, whichever host served it); images.registries
+	// and images.allowed are checked against it, and the mirror's host against
+	// allowPrivateNetworks like any registry's.
+	Mirrors map[string]string `json:"mirrors"`
 }
 
 // DefaultSettings returns the section's defaults.
@@ -32,11 +42,19 @@ func (s Settings) Validate() error {
 	if s.MaxImageSizeMb < 1 {
 		return errors.New("maxImageSizeMb must be ≥ 1")
 	}
+	for reg, m := range s.Mirrors {
+		if _, err := name.NewRegistry(reg); err != nil || reg == "" {
+			return fmt.Errorf("mirrors: %q is not a registry host", reg)
+		}
+		if _, err := name.NewRegistry(m); err != nil || m == "" || strings.Contains(m, "/") {
+			return fmt.Errorf("mirrors[%s]: %q is not a registry host (HOST or HOST:PORT)", reg, m)
+		}
+	}
 	return nil
 }
 
 // Store returns the directory of the store of the airlock keeping its state in dataDir, and the
 // store's options (without the tenants' bounds, which the caller adds).
 func (s Settings) Store(dataDir string) (string, Options) {
-	return filepath.Join(dataDir, "images"), Options{MaxImageBytes: s.MaxImageSizeMb << 20}
+	return filepath.Join(dataDir, "images"), Options{MaxImageBytes: s.MaxImageSizeMb << 20, Mirrors: s.Mirrors}
 }

@@ -33,6 +33,10 @@ func (r *logRing) add(e api.LogEntry) {
 	}
 	r.seq++
 	e.Seq, e.Time = r.seq, time.Now().UTC()
+	e.Timestamp, e.Message = e.Time, e.Data
+	if e.Event != nil {
+		e.Message = e.Event.Message
+	}
 	r.entries = append(r.entries, e)
 	r.bytes += len(e.Data) + 64
 	for r.bytes > r.max && len(r.entries) > 1 {

@@ -57,6 +57,9 @@ type Config struct {
 	// ImageInStore reports whether an image is in the host's store already (the operator
 	// pulled it, so any tenant may use it); nil means none is.
 	ImageInStore func(ref string) bool
+	// DefaultIsolation is the level of a sandbox (or pool) whose spec names none: the
+	// operator's defaults.isolation. Default sandbox.DefaultIsolation (container).
+	DefaultIsolation string
 }
 
 func (c *Config) setDefaults() {
@@ -83,6 +86,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ImageInStore == nil {
 		c.ImageInStore = func(string) bool { return false }
+	}
+	if c.DefaultIsolation == "" {
+		c.DefaultIsolation = sandbox.DefaultIsolation
 	}
 }
 
@@ -199,6 +205,10 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, e
 		}
 		spec, from = s, &sn
 	}
+	defaulted := spec.Isolation == ""
+	if defaulted {
+		spec.Isolation = m.cfg.DefaultIsolation
+	}
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
 		return api.Sandbox{}, err
@@ -214,7 +224,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, e
 	}
 	d, err := m.drivers.Lookup(spec.Isolation)
 	if err != nil {
-		return api.Sandbox{}, &errdefs.FieldError{Field: "isolation", Message: err.Error(), Kind: errdefs.ErrUnavailable}
+		return api.Sandbox{}, isolationUnavailable(err, spec.Isolation, defaulted)
 	}
 	var warm *box
 	var p *pool
@@ -281,6 +291,22 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, e
 	b.mu.Unlock()
 	return view, nil
 }
+
+// isolationUnavailable is the 422 of a create whose level this host cannot run. When the level
+// was the daemon's default (the request named none) it says so and how to fix it: the level is
+// never silently replaced by another.
+func isolationUnavailable(err error, level string, defaulted bool) error {
+	msg := err.Error()
+	if defaulted {
+		msg = fmt.Sprintf("the request names no isolation and this daemon's default level is %s (config defaults.isolation), "+
+			"which this host cannot run: %s. Fix: install what it needs (for container, gVisor's runsc: make deps), "+
+			"name a level in the request (isolation: process), or set the operator's default (defaults.isolation)", level, msg)
+	}
+	return &errdefs.FieldError{Field: "isolation", Message: msg, Kind: errdefs.ErrUnavailable}
+}
+
+// DefaultIsolation is the level of a create that names none.
+func (m *Manager) DefaultIsolation() string { return m.cfg.DefaultIsolation }
 
 // provision records new sandbox b, has level d create it (from snapshot from, when not nil) and
 // records it ready for reason, with the host facts a restarted daemon needs; on failure b ends

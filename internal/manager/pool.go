@@ -88,8 +88,9 @@ func shapeOf(spec sandbox.Spec) string {
 	return string(b)
 }
 
-// validatePool defaults p and says what is wrong with it, naming the field.
-func validatePool(p *api.Pool) error {
+// validatePool defaults p (its level: the daemon's default) and says what is wrong with it,
+// naming the field.
+func (m *Manager) validatePool(p *api.Pool) error {
 	if !api.ValidName(p.Name) { // the alphabet of tenants, for the same reason: it names a record owner
 		return errdefs.Invalid("name", "a pool name must be 1-64 letters, digits, '.', '_' or '-'")
 	}
@@ -122,6 +123,9 @@ func validatePool(p *api.Pool) error {
 			return errdefs.Invalid("spec."+c.field, "is attached at claim time: give it to the create that claims the sandbox, not to the pool")
 		}
 	}
+	if s.Isolation == "" {
+		s.Isolation = m.cfg.DefaultIsolation
+	}
 	sandbox.SetDefaults(s)
 	if err := sandbox.Validate(s); err != nil {
 		var fe *errdefs.FieldError
@@ -147,7 +151,7 @@ func defaultTimeout() sandbox.Timeout {
 // Recover. A stored pool of a configured pool's name is ignored: the file wins.
 func (m *Manager) StartPools(ctx context.Context, configured []api.Pool) error {
 	for _, p := range configured {
-		if err := validatePool(&p); err != nil {
+		if err := m.validatePool(&p); err != nil {
 			return fmt.Errorf("pool %q of the configuration: %w", p.Name, err)
 		}
 		if err := m.startPool(p, PoolFromConfig); err != nil {
@@ -166,7 +170,7 @@ func (m *Manager) StartPools(ctx context.Context, configured []api.Pool) error {
 			m.log.Warn("a pool stored through the API has the name of a configured one; the configuration's is used", "pool", p.Name)
 			continue
 		}
-		if err := validatePool(&p); err != nil {
+		if err := m.validatePool(&p); err != nil {
 			m.log.Error("stored pool no longer valid; not started", "pool", p.Name, "err", err)
 			continue
 		}
@@ -214,7 +218,7 @@ func (m *Manager) startPool(def api.Pool, source string) error {
 // same keeps its sandboxes and takes the new size, rate and age; a new spec ends the unclaimed
 // ones. A pool of the configuration file cannot be changed here.
 func (m *Manager) PutPool(ctx context.Context, def api.Pool) (api.PoolStatus, error) {
-	if err := validatePool(&def); err != nil {
+	if err := m.validatePool(&def); err != nil {
 		return api.PoolStatus{}, err
 	}
 	if _, err := m.poolLevel(def); err != nil { // before anything is stored

@@ -36,6 +36,8 @@ func (m *Manager) quotaLocked(ten string, spec sandbox.Spec) error {
 	q := m.quotaOf(ten)
 	u := m.usageLocked(ten)
 	switch {
+	case u.Sandboxes >= q.MaxSandboxes && q.Plan != "":
+		return quotaError("maxSandboxes", "tenant %q has %d live sandboxes, the most its plan %q allows at once", ten, u.Sandboxes, q.Plan)
 	case u.Sandboxes >= q.MaxSandboxes:
 		return quotaError("maxSandboxes", "tenant %q has %d live sandboxes, the most it may have", ten, u.Sandboxes)
 	case q.MaxMemoryMB > 0 && u.MemoryMB+spec.Resources.MemoryMB > q.MaxMemoryMB:

@@ -124,6 +124,9 @@ func testManagerWith(t *testing.T, st *store.Store, h *hostLevel, cfg Config) *M
 	t.Helper()
 	drivers := driver.NewRegistry()
 	drivers.Register(h)
+	if cfg.DefaultIsolation == "" {
+		cfg.DefaultIsolation = h.Name() // the tests' creates name no level
+	}
 	m := New(cfg, drivers, st, slog.New(slog.DiscardHandler))
 	t.Cleanup(m.Close)
 	return m

@@ -30,6 +30,11 @@ const (
 	RuntimeRunc  = "runc"
 )
 
+// DefaultIsolation is the level of a sandbox whose spec names none (SPEC §1, seed 000): gVisor's
+// container. The operator may configure another (defaults.isolation); the daemon and `airlock
+// run` fill it in before SetDefaults, which falls back to this one.
+const DefaultIsolation = LevelContainer
+
 // Levels are the isolation levels of SPEC §1, in the order they are presented.
 var Levels = []string{LevelProcess, LevelContainer, LevelWasm, LevelMicroVM, LevelEnclave}
 
@@ -103,7 +108,7 @@ func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 // SetDefaults fills every zero field with its default.
 func SetDefaults(s *Spec) {
 	if s.Isolation == "" {
-		s.Isolation = LevelProcess
+		s.Isolation = DefaultIsolation
 	}
 	if s.User == "" {
 		s.User = UserAgent
@@ -113,7 +118,7 @@ func SetDefaults(s *Spec) {
 	}
 	r := &s.Resources
 	if r.CPU == 0 {
-		r.CPU = Limits.CPU.Default
+		r.CPU = api.VCPU(Limits.CPU.Default)
 	}
 	defInt(&r.MemoryMB, Limits.MemoryMB)
 	defInt(&r.DiskMB, Limits.DiskMB)
@@ -166,7 +171,7 @@ func Validate(s *Spec) error {
 		l Limit
 		v float64
 	}{
-		{Limits.CPU, r.CPU}, {Limits.MemoryMB, float64(r.MemoryMB)}, {Limits.DiskMB, float64(r.DiskMB)},
+		{Limits.CPU, float64(r.CPU)}, {Limits.MemoryMB, float64(r.MemoryMB)}, {Limits.DiskMB, float64(r.DiskMB)},
 		{Limits.NetworkMbps, float64(r.NetworkMbps)}, {Limits.MaxProcesses, float64(r.MaxProcesses)},
 		{Limits.MaxOpenFiles, float64(r.MaxOpenFiles)},
 		{Limits.MaxDuration, float64(s.Timeout.MaxDurationSeconds)},
@@ -175,6 +180,10 @@ func Validate(s *Spec) error {
 		if err := c.l.Check(c.v); err != nil {
 			return err
 		}
+	}
+	if r.GPUEnabled {
+		return &errdefs.FieldError{Field: "resources.gpuEnabled", Kind: errdefs.ErrUnavailable, Code: api.CodeGPUUnavailable,
+			Message: "no GPU: " + GPUUnavailableReason}
 	}
 	switch s.Network.EgressPolicy {
 	case EgressNone, EgressRestricted, EgressOpen:
@@ -191,6 +200,11 @@ func Validate(s *Spec) error {
 	}
 	return validateFiles(s)
 }
+
+// GPUUnavailableReason says why resources.gpuEnabled is refused and GET /api/v1/capabilities
+// lists gpu false: no level passes a device through.
+const GPUUnavailableReason = "none of airlock's isolation levels (process, container, wasm) passes a GPU into a sandbox; " +
+	"send gpuEnabled false or leave it out"
 
 // TemplateHost is the default template: the host's /usr, /bin and /lib* read-only, a generated
 // /etc (SPEC §3).

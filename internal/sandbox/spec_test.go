@@ -20,7 +20,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("resource defaults %+v differ from SPEC §2", r)
 	}
 	if s.Timeout.MaxDurationSeconds != 3600 || s.Timeout.IdleTimeoutSeconds != 300 || s.User != UserAgent ||
-		s.Isolation != LevelProcess || s.Network.EgressPolicy != EgressNone || !*s.Network.BlockLocalNetwork {
+		s.Isolation != LevelContainer || s.Network.EgressPolicy != EgressNone || !*s.Network.BlockLocalNetwork {
 		t.Fatalf("defaults %+v", s)
 	}
 	s = Spec{Network: Network{AllowedDomains: []string{"example.com"}}}
@@ -90,6 +90,12 @@ func TestValidate(t *testing.T) {
 		}, "volumes[1].path"},
 		{"template name", func(s *Spec) { s.Template = "../etc" }, "template"},
 		{"image and template", func(s *Spec) { s.Image, s.Template = "python:3", "py" }, "image"},
+		{"seed 000's create", func(s *Spec) {
+			s.Resources = Resources{CPU: 2, MemoryMB: 4096, DiskMB: 10240, NetworkMbps: 100, MaxProcesses: 64, MaxOpenFiles: 1024}
+			s.Network = Network{EgressPolicy: EgressRestricted, AllowedDomains: []string{"api.openai.com", "api.anthropic.com", "*.drd.io"}, BlockLocalNetwork: s.Network.BlockLocalNetwork}
+			s.Timeout = Timeout{MaxDurationSeconds: 3600, IdleTimeoutSeconds: 300}
+		}, ""},
+		{"seed 000's SDK: restricted, no domains", func(s *Spec) { s.Network.EgressPolicy = EgressRestricted }, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s Spec
@@ -121,5 +127,19 @@ func TestNewID(t *testing.T) {
 	a, b := NewID("sbx_"), NewID("sbx_")
 	if a == b || !strings.HasPrefix(a, "sbx_") || len(a) != 24 {
 		t.Fatalf("ids %q %q", a, b)
+	}
+}
+
+// TestGPU: gpuEnabled false is the default; true is refused as unavailable (422 gpu_unavailable),
+// saying why.
+func TestGPU(t *testing.T) {
+	var s Spec
+	SetDefaults(&s)
+	s.Resources.GPUEnabled = true
+	err := Validate(&s)
+	fe, ok := errors.AsType[*errdefs.FieldError](err)
+	if !ok || fe.Field != "resources.gpuEnabled" || fe.Code != api.CodeGPUUnavailable || !errors.Is(err, errdefs.ErrUnavailable) ||
+		!strings.Contains(fe.Message, "GPU") {
+		t.Fatalf("gpuEnabled true: %v", err)
 	}
 }

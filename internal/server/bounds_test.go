@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/internal/manager"
 	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/metrics/metricstest"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
@@ -32,7 +33,7 @@ func boundsAPI(t *testing.T, mx *airmetrics.Metrics, timeout time.Duration) (str
 	drivers := driver.NewRegistry()
 	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
 	log := slog.New(slog.DiscardHandler)
-	m := manager.New(manager.Config{Metrics: mx}, drivers, st, log)
+	m := manager.New(manager.Config{Metrics: mx, DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)
 	srv := httptest.NewUnstartedServer(New(Config{Metrics: mx.Handler(), Unauthenticated: mx.Unauthenticated,
 		ReadTimeout: timeout, WriteTimeout: timeout}, m, st, drivers, Images{}, log))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -35,24 +34,12 @@ func imageAPI(t *testing.T, images Images) (url, key string) {
 // call sends one request with key ("" for none) and decodes the envelope.
 func call(t *testing.T, method, url, key, body string) (int, api.Response[json.RawMessage]) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	status, b := rawCall(t, method, url, key, body)
 	var env api.Response[json.RawMessage]
 	if err := json.Unmarshal(b, &env); err != nil {
-		t.Fatalf("%s %s: %d %q: %v", method, url, resp.StatusCode, b, err)
+		t.Fatalf("%s %s: %d %q: %v", method, url, status, b, err)
 	}
-	return resp.StatusCode, env
+	return status, env
 }
 
 // TestImageAPI drives the image routes against a real store and an in-process registry: each

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,8 @@ func buildOpenAPI(version string) obj {
 		"type": "object", "required": []string{"ok", "error"},
 		"properties": obj{"ok": obj{"const": false}, "error": g.schema(reflect.TypeFor[api.Error]())},
 	}}}}
+	// The compatibility surface's errors: {"error": {...}}, no envelope.
+	bareErrResp := obj{"description": "error", "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeFor[api.CompatError]())}}}
 	paths := obj{}
 	for _, rt := range routes() {
 		op := obj{"summary": rt.doc.summary, "operationId": operationID(rt)}
@@ -79,23 +82,32 @@ func buildOpenAPI(version string) obj {
 			ok["content"] = obj{rt.doc.rawType: obj{"schema": obj{"type": "string"}}}
 		case rt.doc.rawResp:
 			ok["content"] = obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}
+		case rt.doc.resp != nil && rt.doc.bare:
+			ok["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.doc.resp))}}
 		case rt.doc.resp != nil:
 			data := g.schema(reflect.TypeOf(rt.doc.resp))
 			ok["content"] = obj{"application/json": obj{"schema": obj{
 				"type": "object", "required": []string{"ok", "data"},
 				"properties": obj{"ok": obj{"const": true}, "data": data},
 			}}}
+		case rt.doc.status == http.StatusNoContent:
+			ok["description"] = "success, no content"
 		default:
 			ok["content"] = obj{"application/json": obj{"schema": obj{"type": "object"}}}
 		}
 		if rt.doc.stream != "" {
 			ok["description"] = "success; streamed over " + rt.doc.stream + " (each message is the schema shown)"
 		}
-		status := "200"
-		if rt.doc.created {
-			status = "201"
+		status := strconv.Itoa(rt.doc.successStatus(rt.method))
+		e := errResp
+		if rt.doc.bare {
+			e = bareErrResp
 		}
-		op["responses"] = obj{status: ok, "4XX": errResp, "5XX": errResp}
+		responses := obj{status: ok, "4XX": e, "5XX": e}
+		if rt.doc.status == http.StatusAccepted {
+			responses["202"] = obj{"description": "accepted: started, to be polled", "content": ok["content"]}
+		}
+		op["responses"] = responses
 		p, _ := paths[docPath(rt.path)].(obj)
 		if p == nil {
 			p = obj{}
@@ -106,7 +118,8 @@ func buildOpenAPI(version string) obj {
 	return obj{
 		"openapi": "3.1.0",
 		"info": obj{"title": "airlock", "version": version,
-			"description": "Sandboxes for code that AI agents write. Every answer is {ok, data} or {ok: false, error: {code, message, field}}."},
+			"description": "Sandboxes for code that AI agents write. Every answer is {ok, data} or {ok: false, error: {code, message, field}}, " +
+				"except on the compatibility surface /api/sandbox/... (seed 002): the object itself, or {error: {code, message, field}}."},
 		"security":   []any{obj{"bearer": []any{}}},
 		"paths":      paths,
 		"components": obj{"schemas": g.defs, "securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer"}}},
@@ -124,12 +137,16 @@ type schemaGen struct{ defs obj }
 var (
 	timeType    = reflect.TypeFor[time.Time]()
 	commandType = reflect.TypeFor[api.Command]()
+	vcpuType    = reflect.TypeFor[api.VCPU]()
 )
 
 func (g *schemaGen) schema(t reflect.Type) obj {
 	switch {
 	case t == timeType:
 		return obj{"type": "string", "format": "date-time"}
+	case t == vcpuType:
+		return obj{"oneOf": []any{obj{"type": "string", "pattern": `^[0-9]+(\.[0-9]+)?$`, "description": "vCPUs as a decimal string, e.g. \"2.0\" (answers use this form)"},
+			obj{"type": "number"}}}
 	case t == commandType:
 		return obj{"oneOf": []any{obj{"type": "string", "description": "run by /bin/sh -c"}, obj{"type": "array", "items": obj{"type": "string"}}}}
 	}

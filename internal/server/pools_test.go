@@ -213,7 +213,7 @@ func poolAPI(t *testing.T, configured ...api.Pool) (url, key string, level *fake
 	drivers := driver.NewRegistry()
 	drivers.Register(level)
 	log := slog.New(slog.DiscardHandler)
-	m := manager.New(manager.Config{SnapshotDir: filepath.Join(t.TempDir(), "snapshots")}, drivers, st, log)
+	m := manager.New(manager.Config{SnapshotDir: filepath.Join(t.TempDir(), "snapshots"), DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)
 	if err := m.StartPools(context.Background(), configured); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/airlockrun/airlock/internal/manager"
 	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/metrics/metricstest"
+	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
 // TestPromMetrics wires the metrics as the daemon does (the manager times creates and execs, the
@@ -28,7 +29,7 @@ func TestPromMetrics(t *testing.T) {
 	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
 	log := slog.New(slog.DiscardHandler)
 	mx := airmetrics.New()
-	m := manager.New(manager.Config{Metrics: mx}, drivers, st, log)
+	m := manager.New(manager.Config{Metrics: mx, DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)
 	mx.SetSandboxSource(m.SandboxCounts)
 	mx.SetPoolSource(m.Pools)

@@ -35,14 +35,35 @@ func writeJSON(w http.ResponseWriter, status int, data any) {
 	w.Write(append(b, '\n'))
 }
 
+// writeBare writes v as it is, without the envelope: the answers of the compatibility surface
+// (seed 002's bare objects).
+func writeBare(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeErrorAs(w, nil, fmt.Errorf("encode response: %w", err), true)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
 // writeError maps err to a status and the error envelope. This is the one place where errors
 // become HTTP statuses.
-func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
+func writeError(w http.ResponseWriter, log *slog.Logger, err error) { writeErrorAs(w, log, err, false) }
+
+// writeErrorAs is writeError; bare writes the compatibility surface's body, {"error": {...}},
+// instead of the envelope.
+func writeErrorAs(w http.ResponseWriter, log *slog.Logger, err error, bare bool) {
 	status, e := errorStatus(err)
 	if status >= 500 && log != nil {
 		log.Error("request failed", "err", err)
 	}
-	b, _ := json.Marshal(api.Response[any]{Error: &e})
+	var body any = api.Response[any]{Error: &e}
+	if bare {
+		body = api.CompatError{Error: e}
+	}
+	b, _ := json.Marshal(body)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
@@ -151,6 +172,9 @@ func jsonError(err error) error {
 		field := typ.Field
 		if field == "" {
 			field = "body"
+		}
+		if typ.Type == vcpuType {
+			return errdefs.Invalid(field, "must be a number of vCPUs: a decimal string such as \"2.0\" or a number (got %s)", typ.Value)
 		}
 		return errdefs.Invalid(field, "must be %s, not JSON %s", jsonKind(typ.Type.Kind().String()), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):

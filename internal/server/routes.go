@@ -22,6 +22,23 @@ type opDoc struct {
 	rawBody, rawResp bool
 	rawType          string // the raw response's media type; application/octet-stream when ""
 	stream           string // "websocket", "sse+websocket"
+	// bare answers the object itself, and errors as {"error": {...}}, without the envelope (the
+	// compatibility surface, seed 002).
+	bare bool
+	// status is the success status when it is neither 200 nor created's 201: 204 answers no
+	// body; 202 marks a route that may also answer 202 (an async run), for the document.
+	status int
+}
+
+// successStatus is the status of a successful answer to method.
+func (d opDoc) successStatus(method string) int {
+	switch {
+	case d.status == http.StatusNoContent:
+		return d.status
+	case method == http.MethodPost && d.created:
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }
 
 type param struct{ name, typ, desc string }
@@ -59,7 +76,8 @@ func routes() []route {
 			rawResp: true, rawType: "text/plain"}},
 		{"GET", "/api/v1/capabilities", false, capabilities, opDoc{summary: "Isolation levels and features this host offers, with reasons", resp: api.Capabilities{}}},
 
-		{"POST", "/api/v1/sandboxes", false, createSandbox, opDoc{summary: "Create a sandbox; it is returned ready", body: api.Spec{}, resp: api.Sandbox{}, created: true}},
+		{"POST", "/api/v1/sandboxes", false, createSandbox, opDoc{summary: "Create a sandbox; it is returned ready. Its level is the daemon's default " +
+			"(capabilities' defaultIsolation: container unless the operator configured another) when isolation is left out", body: api.Spec{}, resp: api.Sandbox{}, created: true}},
 		{"GET", "/api/v1/sandboxes", false, listSandboxes, opDoc{summary: "List the tenant's sandboxes, newest first", resp: []api.Sandbox{}, query: []param{
 			{"status", "string", "repeatable; keep sandboxes in these statuses"},
 			{"agentId", "string", "keep sandboxes of this agent"},
@@ -100,8 +118,8 @@ func routes() []route {
 		{"POST", sbx + "/snapshots", false, snapshotSandbox, opDoc{summary: "Save the sandbox's state: its writable layer, environment and workdir, and its memory and processes " +
 			"where the level can. The body may be left out (no name or description)", body: api.SnapshotRequest{}, resp: api.Snapshot{}, created: true}},
 		{"GET", sbx + "/snapshots", false, listSandboxSnapshots, opDoc{summary: "The sandbox's snapshots, newest first", resp: []api.Snapshot{}}},
-		{"POST", sbx + "/restore", false, restoreSandbox, opDoc{summary: "Put the sandbox back in the state of one of its tenant's snapshots; it answers ready",
-			body: api.RestoreRequest{}, resp: api.Sandbox{}}},
+		{"POST", sbx + "/restore", false, restoreSandbox, opDoc{summary: "Put the sandbox back in the state of one of its tenant's snapshots; it answers {id, state: ready, restoredFrom, restoredAt} " +
+			"and the sandbox's other fields", body: api.RestoreRequest{}, resp: api.Restore{}}},
 		{"POST", sbx + "/fork", false, forkSandbox, opDoc{summary: "Snapshot the sandbox and start count new sandboxes from that snapshot, which is kept until deleted. " +
 			"The body may be left out (one sandbox, no name)", body: api.ForkRequest{}, resp: api.Fork{}, created: true}},
 		{"GET", "/api/v1/snapshots", false, listSnapshots, opDoc{summary: "The tenant's snapshots, those of ended sandboxes included, newest first", resp: []api.Snapshot{}}},
@@ -140,11 +158,13 @@ func routes() []route {
 		{"POST", hookPath + "/test", false, testWebhook, opDoc{summary: "Send a webhook.test event now, once, and answer with the delivery (also logged): delivered, or failed with the receiver's answer",
 			resp: api.WebhookDelivery{}, path: hookParam}},
 
-		{"POST", "/api/sandbox/create", false, compatCreate, opDoc{summary: "Compatibility: create a sandbox", body: api.CompatCreateRequest{}, resp: api.CompatSandbox{}, created: true}},
-		{"GET", "/api/sandbox/{id}", false, compatGet, opDoc{summary: "Compatibility: one sandbox", resp: api.CompatSandbox{}}},
-		{"DELETE", "/api/sandbox/{id}", false, compatDelete, opDoc{summary: "Compatibility: terminate a sandbox", resp: api.CompatSandbox{}}},
-		{"POST", "/api/sandbox/{id}/run", false, compatRun, opDoc{summary: "Compatibility: run Python code; async returns a run to poll", body: api.CompatRunRequest{}, resp: api.CompatRun{}}},
-		{"GET", "/api/sandbox/{id}/run/{runId}", false, compatGetRun, opDoc{summary: "Compatibility: poll an async run", resp: api.CompatRun{}}},
+		{"POST", "/api/sandbox/create", false, compatCreate, opDoc{summary: "Compatibility (seed 002, bare objects): create a sandbox; mode container (the daemon's default level) or wasm; " +
+			"a plan's concurrent sandboxes are a 429 beyond (free: 3)", body: api.CompatCreateRequest{}, resp: api.CompatSandbox{}, created: true, bare: true}},
+		{"GET", "/api/sandbox/{id}", false, compatGet, opDoc{summary: "Compatibility: one sandbox; status provisioning, ready, running, destroyed or error", resp: api.CompatSandbox{}, bare: true}},
+		{"DELETE", "/api/sandbox/{id}", false, compatDelete, opDoc{summary: "Compatibility: destroy a sandbox (204, no body); its record stays, status destroyed", bare: true, status: http.StatusNoContent}},
+		{"POST", "/api/sandbox/{id}/run", false, compatRun, opDoc{summary: "Compatibility: run Python code (timeout default 30 s, at most 600); async answers 202 with a run to poll",
+			body: api.CompatRunRequest{}, resp: api.CompatRun{}, bare: true, status: http.StatusAccepted}},
+		{"GET", "/api/sandbox/{id}/run/{runId}", false, compatGetRun, opDoc{summary: "Compatibility: poll an async run", resp: api.CompatRun{}, bare: true}},
 	}
 }
 

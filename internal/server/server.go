@@ -21,6 +21,7 @@ import (
 	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/manager"
 	airmetrics "github.com/airlockrun/airlock/internal/metrics"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 	"github.com/airlockrun/airlock/internal/webhook"
@@ -34,6 +35,9 @@ type Config struct {
 	MaxUploadBytes int64
 	// Version is reported by /healthz and the capabilities.
 	Version string
+	// PublicURL is the daemon's address as clients reach it (config publicUrl), in front of a
+	// sandbox's endpoints; "" takes each request's Host and scheme (endpoints.go).
+	PublicURL string
 	// Metrics serves GET /metrics (internal/metrics' Handler), without a key; nil answers 503.
 	Metrics http.Handler
 	// Webhooks serves the webhook routes; nil answers 503.
@@ -117,7 +121,7 @@ func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Regist
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, nil, errNoRoute(r))
+		writeErrorAs(w, nil, errNoRoute(r), strings.HasPrefix(r.URL.Path, compatPrefix))
 	})
 	return s
 }
@@ -143,7 +147,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				// Not recorded (SPEC §0): what a stranger sends must not grow the store. The
 				// refusal is counted in the metrics (authenticate).
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
-				writeError(w, log, err)
+				writeErrorAs(w, log, err, rt.doc.bare)
 				return
 			}
 			keyID = who.KeyID
@@ -158,7 +162,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		var err error
 		if !rt.public {
 			if err := s.rateLimit(w, r); err != nil {
-				writeError(w, log, err)
+				writeErrorAs(w, log, err, rt.doc.bare)
 				if s.cfg.RateLimited != nil {
 					s.cfg.RateLimited()
 				}
@@ -170,23 +174,31 @@ func (s *Server) wrap(rt route) http.Handler {
 			data, err = rt.handle(s, w, r)
 		}
 
-		status := http.StatusOK
+		status := rt.doc.successStatus(r.Method)
 		switch {
 		case errors.Is(err, written):
 		case err != nil:
 			s.writeDeadline(w)
-			writeError(w, log, err)
-		default:
-			if r.Method == http.MethodPost && rt.doc.created {
-				status = http.StatusCreated
-			}
+			writeErrorAs(w, log, err, rt.doc.bare)
+		case status == http.StatusNoContent:
 			s.writeDeadline(w)
-			writeJSON(w, status, data)
+			w.WriteHeader(status)
+		case rt.doc.bare:
+			s.writeDeadline(w)
+			writeBare(w, status, data)
+		default:
+			s.writeDeadline(w)
+			writeJSON(w, status, s.absolute(r, data))
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
 			id := r.PathValue("id")
-			if sb, ok := data.(api.Sandbox); ok && id == "" {
-				id = sb.ID // a create: the call belongs to the new sandbox
+			if id == "" { // a create: the call belongs to the new sandbox
+				switch sb := data.(type) {
+				case api.Sandbox:
+					id = sb.ID
+				case api.CompatSandbox:
+					id = sb.ID
+				}
 			}
 			s.audit(r, id, keyID, t0, err, status)
 		}
@@ -268,11 +280,11 @@ func health(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
-	c := api.Capabilities{Version: s.cfg.Version, Features: map[string]bool{
+	c := api.Capabilities{Version: s.cfg.Version, DefaultIsolation: s.m.DefaultIsolation(), Features: map[string]bool{
 		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
 		"metrics": true, "pauseResume": true, "snapshots": s.m.SnapshotsAvailable(), "networkPolicy": true, "liveNetworkPolicy": true,
-		"networkCredentials": true, "events": true, "webhooks": s.cfg.Webhooks != nil,
-	}}
+		"networkCredentials": true, "events": true, "webhooks": s.cfg.Webhooks != nil, "gpu": false,
+	}, Reasons: map[string]string{"gpu": sandbox.GPUUnavailableReason}}
 	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory
 	// (and snapshot:prepared-restore, restores made ready ahead).
 	for _, dc := range s.drivers.Report() {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -34,7 +35,12 @@ func restoreSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, err
 	if err := decode(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		return nil, err
 	}
-	return s.m.Restore(syncCtx(r), r.PathValue("id"), req)
+	sb, err := s.m.Restore(syncCtx(r), r.PathValue("id"), req)
+	if err != nil {
+		return nil, err
+	}
+	// Seed 000's answer: {id, state, restoredFrom, restoredAt}, the sandbox's fields beside.
+	return api.Restore{State: sb.Status, RestoredFrom: req.SnapshotID, RestoredAt: time.Now().UTC(), Sandbox: sb}, nil
 }
 
 func forkSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
@@ -164,7 +165,7 @@ func TestSnapshotOpenAPI(t *testing.T) {
 	}{
 		{"post", "/api/v1/sandboxes/{id}/snapshots", "201", "Snapshot", true},
 		{"get", "/api/v1/sandboxes/{id}/snapshots", "200", "Snapshot", false},
-		{"post", "/api/v1/sandboxes/{id}/restore", "200", "Sandbox", true},
+		{"post", "/api/v1/sandboxes/{id}/restore", "200", "Restore", true},
 		{"post", "/api/v1/sandboxes/{id}/fork", "201", "Fork", true},
 		{"get", "/api/v1/snapshots", "200", "Snapshot", false},
 		{"get", "/api/v1/snapshots/{snapshotId}", "200", "Snapshot", false},
@@ -206,6 +207,7 @@ func snapshotAPI(t *testing.T, cfg manager.Config) (url, key, other string, leve
 	drivers.Register(level)
 	log := slog.New(slog.DiscardHandler)
 	cfg.SnapshotDir = filepath.Join(t.TempDir(), "snapshots")
+	cfg.DefaultIsolation = sandbox.LevelProcess // the fake level's
 	m := manager.New(cfg, drivers, st, log)
 	t.Cleanup(m.Close)
 	srv := httptest.NewServer(New(Config{}, m, st, drivers, Images{}, log))
@@ -655,7 +657,7 @@ func TestSnapshotsUnavailable(t *testing.T) {
 	drivers := driver.NewRegistry()
 	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
 	log := slog.New(slog.DiscardHandler)
-	m := manager.New(manager.Config{}, drivers, st, log)
+	m := manager.New(manager.Config{DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)
 	srv := httptest.NewServer(New(Config{}, m, st, drivers, Images{}, log))
 	t.Cleanup(srv.Close)
@@ -725,7 +727,8 @@ func TestSnapshotAPIClient(t *testing.T) {
 	if got, err := c.GetSnapshot(ctx, s1.ID); err != nil || got.ID != s1.ID || got.Digest != s1.Digest {
 		t.Errorf("GetSnapshot = %+v, %v", got, err)
 	}
-	if sb, err := c.Restore(ctx, a.ID, s1.ID); err != nil || sb.ID != a.ID || sb.Status != api.StatusReady {
+	if sb, err := c.Restore(ctx, a.ID, s1.ID); err != nil || sb.ID != a.ID || sb.Status != api.StatusReady || sb.State != api.StatusReady ||
+		sb.RestoredFrom != s1.ID || time.Since(sb.RestoredAt) > time.Minute {
 		t.Errorf("Restore = %+v, %v", sb, err)
 	}
 	if got := files(a.ID); got != "f=v1\n" {

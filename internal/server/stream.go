@@ -151,13 +151,15 @@ func logs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	if _, err := s.m.Get(r.Context(), id); err != nil {
 		return nil, err
 	}
+	// A WebSocket is a stream: it follows, follow=true or not, so that the endpoints' logs URL
+	// (wss://…/logs) works as it is.
 	switch {
+	case isUpgrade(r):
+		return logsWebSocket(s, w, r, id, since)
 	case !follow:
 		out := []api.LogEntry{}
 		err := s.m.Logs(r.Context(), id, since, false, func(e api.LogEntry) error { out = append(out, e); return nil })
 		return out, err
-	case isUpgrade(r):
-		return logsWebSocket(s, w, r, id, since)
 	}
 	return logsSSE(s, w, r, id, since)
 }

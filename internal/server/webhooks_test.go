@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/manager"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/webhook"
 )
 
@@ -40,7 +41,7 @@ func webhookAPI(t *testing.T, hooks bool) (url, key1, key2 string) {
 		cfg.Webhooks = d
 	}
 	drivers := driver.NewRegistry()
-	m := manager.New(manager.Config{}, drivers, st, log)
+	m := manager.New(manager.Config{DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)
 	srv := httptest.NewServer(New(cfg, m, st, drivers, Images{}, log))
 	t.Cleanup(srv.Close)

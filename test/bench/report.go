@@ -76,7 +76,7 @@ func printReport(out io.Writer, r report) {
 	fmt.Fprintf(out, "  unshare        %s\n", h.UnshareVersion)
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "runners:")
-	fmt.Fprintln(out, "  airlock   airlock run -- W (defaults: all namespaces, cgroup limits, seccomp, Landlock, generated /etc)")
+	fmt.Fprintln(out, "  airlock   airlock run --isolation process -- W (all namespaces, cgroup limits, seccomp, Landlock, generated /etc)")
 	fmt.Fprintln(out, "  bwrap     bwrap with airlock's namespaces and host binds; binds the host /etc read-only")
 	fmt.Fprintln(out, "            (bwrap has no generated-/etc feature); no cgroup limits, seccomp or Landlock")
 	fmt.Fprintln(out, "  unshare   unshare --fork --pid --mount --net --ipc --uts W (the issue's spec: no user")

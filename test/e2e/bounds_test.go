@@ -30,7 +30,7 @@ func TestDaemonUnauthenticatedFlood(t *testing.T) {
 		clients  = 32
 		overCap  = 4 // the kind of request whose headers are over the cap
 	)
-	d, _, key := newDaemonConfig(t, `{"server":{"maxHeaderBytes":65536,"maxConnectionsPerClient":256}}`)
+	d, _, key := newDaemonConfig(t, `{`+processDefault+`, "server":{"maxHeaderBytes":65536,"maxConnectionsPerClient":256}}`)
 	dbBytes := func() int64 {
 		var n int64
 		for _, f := range []string{"airlock.db", "airlock.db-wal"} {
@@ -184,7 +184,7 @@ func TestDaemonIdleConnections(t *testing.T) {
 		want      = 20_000
 		perClient = 200
 	)
-	d, _, _ := newDaemonConfig(t, fmt.Sprintf(`{"server":{"maxConnections":1000,"maxConnectionsPerClient":%d,"idleTimeoutSeconds":30}}`, perClient))
+	d, _, _ := newDaemonConfig(t, fmt.Sprintf(`{%s, "server":{"maxConnections":1000,"maxConnectionsPerClient":%d,"idleTimeoutSeconds":30}}`, processDefault, perClient))
 	pid := d.cmd.Process.Pid
 	n := raiseTestOpenFiles(t, want+200) - 200
 	if n < want {

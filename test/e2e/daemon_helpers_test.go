@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,6 +44,7 @@ type daemon struct {
 
 // startDaemon starts airlock serve on 127.0.0.1 (a free port) with dataDir and extra flags, and
 // waits until it answers. It is stopped (SIGTERM) at the end of the test unless already gone.
+// Without a --config among the flags its configuration is daemonCfg: processDefault.
 func startDaemon(t *testing.T, dataDir string, flags ...string) *daemon {
 	t.Helper()
 	return startDaemonIn(t, "", dataDir, flags...)
@@ -56,6 +58,9 @@ func startDaemonIn(t *testing.T, netns, dataDir string, flags ...string) *daemon
 	d := &daemon{t: t, dataDir: dataDir, flags: flags, netns: netns, exited: make(chan struct{})}
 	addInstance(dataDir)
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)
+	if !slices.Contains(flags, "--config") {
+		args = append(args, "--config", daemonCfg)
+	}
 	d.cmd = exec.Command(airlockBin, args...)
 	if netns != "" {
 		d.cmd = exec.Command("nsenter", append([]string{"--net=" + netns, "--", airlockBin}, args...)...)
@@ -194,7 +199,8 @@ func newDaemon(t *testing.T, flags ...string) (*daemon, *client.Client) {
 	return d, d.client(key)
 }
 
-// newDaemonConfig is newDaemon with a configuration file; it also returns the key.
+// newDaemonConfig is newDaemon with a configuration file; it also returns the key. Its default
+// level is the product's (container) unless config says processDefault.
 func newDaemonConfig(t *testing.T, config string) (*daemon, *client.Client, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")

@@ -157,7 +157,7 @@ func TestDaemonCrashRecovery(t *testing.T) {
 // what is left.
 func TestDaemonCrashNoReturn(t *testing.T) {
 	check := leakCheck(t)
-	d, c, key := newDaemonConfig(t, `{"process": {"orphanGraceSeconds": 1}}`)
+	d, c, key := newDaemonConfig(t, `{`+processDefault+`, "process": {"orphanGraceSeconds": 1}}`)
 	ctx := bg()
 	ids := createN(t, c, 2)
 	done, err := c.Exec(ctx, ids[0], api.ExecRequest{Command: api.Shell("echo acknowledged")})

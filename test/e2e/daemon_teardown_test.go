@@ -197,7 +197,7 @@ func runSockets(dataDir string) []string {
 // Back within the grace, it adopts it paused.
 func TestDaemonCrashNoReturnPaused(t *testing.T) {
 	check := leakCheck(t)
-	d, c, key := newDaemonConfig(t, `{"process": {"orphanGraceSeconds": 2}}`)
+	d, c, key := newDaemonConfig(t, `{`+processDefault+`, "process": {"orphanGraceSeconds": 2}}`)
 	ctx := bg()
 	ids := createN(t, c, 2)
 	for _, id := range ids {

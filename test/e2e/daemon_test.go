@@ -304,7 +304,7 @@ func TestDaemonTenants(t *testing.T) {
 
 // TestDaemonQuotaAndCompat checks the per-tenant quota (429) and the compatibility surface.
 func TestDaemonQuotaAndCompat(t *testing.T) {
-	d, c, key := newDaemonConfig(t, `{"limits": {"maxSandboxesPerTenant": 2}}`)
+	d, c, key := newDaemonConfig(t, `{`+processDefault+`, "limits": {"maxSandboxesPerTenant": 2}}`)
 	ctx := bg()
 	ids := createN(t, c, 2)
 	if _, err := c.Create(ctx, smallSpec()); clientErr(t, err).StatusCode != http.StatusTooManyRequests {
@@ -315,7 +315,7 @@ func TestDaemonQuotaAndCompat(t *testing.T) {
 	// Compatibility surface: create, sync and async runs of Python, poll, delete.
 	var created api.CompatSandbox
 	status, _ := rawJSON(t, d.url, key, "POST", "/api/sandbox/create", `{"agent_id":"a1","config":{"resources":{"cpu":0.5,"memory":"256m","timeout":60},"network":{"block_outbound":true}}}`, &created)
-	if status != http.StatusCreated || created.Status != api.StatusReady || created.AgentID != "a1" {
+	if status != http.StatusCreated || created.Status != api.StatusReady {
 		t.Fatalf("compat create: %d %+v", status, created)
 	}
 	var run api.CompatRun
@@ -339,9 +339,11 @@ func TestDaemonQuotaAndCompat(t *testing.T) {
 	if _, err := c.Create(ctx, smallSpec()); clientErr(t, err).StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("quota with a compat sandbox: %v", err)
 	}
-	rawJSON(t, d.url, key, "DELETE", "/api/sandbox/"+created.ID, "", &created)
-	if created.Status != api.StatusTerminated {
-		t.Fatalf("compat delete: %+v", created)
+	if status, _ := rawJSON(t, d.url, key, "DELETE", "/api/sandbox/"+created.ID, "", nil); status != http.StatusNoContent {
+		t.Fatalf("compat delete: %d", status)
+	}
+	if rawJSON(t, d.url, key, "GET", "/api/sandbox/"+created.ID, "", &created); created.Status != api.CompatStatusDestroyed {
+		t.Fatalf("compat get after delete: %+v", created)
 	}
 	c.Terminate(ctx, ids[0])
 }
@@ -426,6 +428,9 @@ func rawJSON(t *testing.T, base, key, method, path, body string, out any) (int, 
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(path, "/api/sandbox/") {
+		return compatBody(t, method, path, resp.StatusCode, b, out)
+	}
 	env := struct {
 		OK    bool       `json:"ok"`
 		Data  any        `json:"data"`
@@ -438,6 +443,38 @@ func rawJSON(t *testing.T, base, key, method, path, body string, out any) (int, 
 		t.Fatalf("%s %s: %d with a malformed envelope: %s", method, path, resp.StatusCode, b)
 	}
 	return resp.StatusCode, env.Error
+}
+
+// compatBody decodes an answer of the compatibility surface: the bare object into out, or
+// {"error": {...}}; never the envelope, and a 204 without a body.
+func compatBody(t *testing.T, method, path string, status int, b []byte, out any) (int, *api.Error) {
+	t.Helper()
+	if status == http.StatusNoContent {
+		if len(b) != 0 {
+			t.Fatalf("%s %s: 204 with a body %q", method, path, b)
+		}
+		return status, nil
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatalf("%s %s: %d %q: %v", method, path, status, b, err)
+	}
+	if _, ok := keys["ok"]; ok {
+		t.Fatalf("%s %s: %d an envelope on the compatibility surface: %s", method, path, status, b)
+	}
+	if status >= 300 {
+		var e api.CompatError
+		if err := json.Unmarshal(b, &e); err != nil || len(keys) != 1 || e.Error.Code == "" {
+			t.Fatalf("%s %s: %d a malformed error: %s", method, path, status, b)
+		}
+		return status, &e.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %d %q: %v", method, path, status, b, err)
+		}
+	}
+	return status, nil
 }
 
 // TestDaemonCLI drives the daemon with the CLI client verbs, as a user would.

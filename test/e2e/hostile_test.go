@@ -84,7 +84,8 @@ func newHostile(t *testing.T) *hostile {
 			"overrides": map[string]any{"t2": map[string]any{"maxSandboxes": 2, "maxMemoryMb": 600},
 				"t3": map[string]any{"requestsPerSecond": 20, "burst": 20}},
 		},
-		"limits": map[string]any{"maxPools": 2, "maxPoolSandboxes": 4},
+		"limits":   map[string]any{"maxPools": 2, "maxPoolSandboxes": 4},
+		"defaults": map[string]any{"isolation": "process"}, // processDefault
 	}
 	b, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(t.TempDir(), "airlock.json")

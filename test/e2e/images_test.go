@@ -25,7 +25,7 @@ func TestImagesThroughDaemon(t *testing.T) {
 	tenantKey, key := newKey(t, dir, "t1"), newAdminKey(t, dir)
 	// The registry is on loopback, which a daemon's pulls reach only when the operator says so.
 	cfg := filepath.Join(t.TempDir(), "airlock.json")
-	if err := os.WriteFile(cfg, []byte(`{"images":{"allowPrivateNetworks":true}}`), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(`{`+processDefault+`, "images":{"allowPrivateNetworks":true}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, dir, "--config", cfg)

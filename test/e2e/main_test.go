@@ -29,7 +29,13 @@ var (
 	runEnv     []string // environment every airlock invocation gets (HOME is a temp dir)
 	oneShotDir string   // the data dir of every `airlock run` (an airlock instance of the tests' own)
 	oneShotCfg string   // the configuration file that names it (run takes --config, not --data-dir)
+	daemonCfg  string   // the configuration file of a daemon started without one (startDaemonIn)
 )
+
+// processDefault is the configuration's default level of the tests' airlocks: the process level,
+// which starts in milliseconds. Product's default is container (gVisor): the tests of it, and of
+// the container level, name their level or configure their own default.
+const processDefault = `"defaults": {"isolation": "process"}`
 
 func TestMain(m *testing.M) {
 	if out := os.Getenv(rusageEnv); out != "" {
@@ -74,7 +80,11 @@ func setup(tmp string) error {
 	}
 	runEnv = append(runEnv, "HOME="+home)
 	oneShotDir, oneShotCfg = filepath.Join(tmp, "data"), filepath.Join(tmp, "run.json")
-	if err := os.WriteFile(oneShotCfg, fmt.Appendf(nil, `{"dataDir":%q}`, oneShotDir), 0o644); err != nil {
+	if err := os.WriteFile(oneShotCfg, fmt.Appendf(nil, `{"dataDir":%q, %s}`, oneShotDir, processDefault), 0o644); err != nil {
+		return err
+	}
+	daemonCfg = filepath.Join(tmp, "daemon.json")
+	if err := os.WriteFile(daemonCfg, []byte(`{`+processDefault+`}`), 0o644); err != nil {
 		return err
 	}
 	addInstance(oneShotDir)

@@ -17,7 +17,7 @@ import (
 func TestPrometheusMetrics(t *testing.T) {
 	check := leakCheck(t)
 	shape := `{"resources": {"memoryMb": 128, "diskMb": 64}}`
-	d, c, _ := newDaemonConfig(t, `{"pools": [{"name": "warm", "size": 1, "spec": `+shape+`}]}`)
+	d, c, _ := newDaemonConfig(t, `{`+processDefault+`, "pools": [{"name": "warm", "size": 1, "spec": `+shape+`}]}`)
 	ctx := bg()
 	waitPoolState(t, c, "warm", 30*time.Second, func(p api.PoolStatus) bool { return p.Ready == 1 })
 

@@ -145,7 +145,7 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 	if err := os.WriteFile(w.caFile, w.caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := map[string]any{"network": map[string]any{
+	cfg := map[string]any{"defaults": map[string]any{"isolation": "process"} /* processDefault */, "network": map[string]any{
 		"resolvers":      []string{ipDNS + ":53"},
 		"trustedHosts":   map[string]string{"internal.test": ipInternal},
 		"secrets":        map[string]any{"apikey": map[string]any{"value": w.secret, "hosts": []string{"api.creds.test"}, "tenants": []string{"t1"}}},

@@ -215,7 +215,7 @@ func TestDaemonStoreFull(t *testing.T) {
 // (137) with endedBy daemon_shutdown, and its api.request event says the connection was closed
 // by the daemon's shutdown, not 200.
 func TestDaemonShutdownCutsExec(t *testing.T) {
-	d, c, key := newDaemonConfig(t, `{"server": {"shutdownGraceSeconds": 1}}`)
+	d, c, key := newDaemonConfig(t, `{`+processDefault+`, "server": {"shutdownGraceSeconds": 1}}`)
 	ctx := bg()
 	sb, err := c.Create(ctx, smallSpec())
 	if err != nil {

@@ -89,7 +89,7 @@ func TestWebhooks(t *testing.T) {
 	const secret = "e2e-webhook-secret-0123456789"
 	rc := newHookReceiver(t)
 	rc.expect("/airlock", secret)
-	d, c, key := newDaemonConfig(t, `{"webhooks":{"allowPrivateNetworks":true,"timeoutSeconds":5}}`)
+	d, c, key := newDaemonConfig(t, `{`+processDefault+`, "webhooks":{"allowPrivateNetworks":true,"timeoutSeconds":5}}`)
 	ctx := bg()
 
 	w, err := c.CreateWebhook(ctx, api.WebhookRequest{URL: rc.srv.URL + "/airlock", Secret: secret, Description: "e2e"})
@@ -232,7 +232,7 @@ func TestWebhooksSurviveRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	key := newKey(t, dir, "t1")
 	cfg := filepath.Join(t.TempDir(), "airlock.json")
-	if err := os.WriteFile(cfg, []byte(`{"webhooks":{"allowPrivateNetworks":true}}`), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(`{`+processDefault+`, "webhooks":{"allowPrivateNetworks":true}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, dir, "--config", cfg)

@@ -289,7 +289,7 @@ func (d *Driver) newCgroup(id string, spec sandbox.Spec) (*cgroups.Cgroup, error
 	if err != nil {
 		return nil, err
 	}
-	res := cgroups.Resources{CPU: spec.Resources.CPU, MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + guest.InitTasks}
+	res := cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: spec.Resources.MemoryMB << 20, Pids: spec.Resources.MaxProcesses + guest.InitTasks}
 	if err := cg.Set(res); err != nil {
 		return cg, fmt.Errorf("cgroup limits: %w", err)
 	}

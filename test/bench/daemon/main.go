@@ -97,7 +97,8 @@ func run(c config) error {
 		return err
 	}
 	ctx := context.Background()
-	spec := api.Spec{Resources: api.Resources{MemoryMB: 256, DiskMB: 64}}
+	// The process level, named: the README's figures are its (the daemon's default is container).
+	spec := api.Spec{Isolation: api.LevelProcess, Resources: api.Resources{MemoryMB: 256, DiskMB: 64}}
 	var rep report
 	rep.Ratios = map[string]float64{}
 
