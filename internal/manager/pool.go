@@ -548,6 +548,7 @@ func (p *pool) warm(d driver.Driver) {
 	}
 	p.mu.Lock()
 	p.warming--
+	p.poke() // its slot is free: the loop need not wait for its next check
 	if err != nil {
 		p.failures++
 		p.failRun++

@@ -94,3 +94,20 @@ func TestPoolClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolFillsAtItsRate: a pool fills at its refill rate when its level is fast, not at the pace
+// of the loop's periodic check: a create that ends frees a slot at once.
+func TestPoolFillsAtItsRate(t *testing.T) {
+	const size = 16
+	st, f := openStore(t), drivertest.NewFake()
+	m := testManager(t, st, f)
+	start := time.Now()
+	if err := m.StartPools(context.Background(), []api.Pool{{Name: "warm", Size: size, RefillPerSecond: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pool full", func() bool { return m.Pools()[0].Ready == size })
+	// 16 at 1000 a second take 16 ms; the periodic check (poolCheckInterval) would take seconds.
+	if took := time.Since(start); took > poolCheckInterval {
+		t.Errorf("a pool of %d at 1000/s over an instant level filled in %v", size, took.Round(time.Millisecond))
+	}
+}
