@@ -37,18 +37,19 @@ func (m *Manager) release(b *box, end, reason string) error {
 		}
 		return nil // someone else ended it
 	}
-	b.ending = make(chan struct{})
-	defer close(b.ending)
 	td := store.Teardown{SandboxID: b.id, LevelID: levelID(b.id, b.restores), Isolation: b.spec.Isolation, End: end, Reason: reason}
 	// Without the intent recorded the record stays live, and a restart reclaims it as such.
 	intent := m.store.BeginTeardown(ctx, td)
 	if intent != nil && reason == sandbox.ReasonTerminated {
 		// A client's terminate that could not be recorded destroys nothing: the sandbox goes
-		// on as it was, and the client is told (a full store is a 507). Every other end
-		// (timeouts, shutdown, failures) destroys anyway: a sandbox never outlives them.
+		// on as it was (and a later end ends it), and the client is told (a full store is a
+		// 507). Every other end (timeouts, shutdown, failures) destroys anyway: a sandbox never
+		// outlives them.
 		b.mu.Unlock()
 		return fmt.Errorf("%w: %w", errNothingDestroyed, intent)
 	}
+	b.ending = make(chan struct{})
+	defer close(b.ending)
 	if intent != nil {
 		m.log.Error("record teardown", "sandbox", b.id, "err", intent)
 	}

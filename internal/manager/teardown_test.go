@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -157,5 +159,32 @@ func TestRecoverFinishesTeardowns(t *testing.T) {
 	}
 	if left := f.Live(); len(left) != 0 {
 		t.Errorf("left on the host: %v", left)
+	}
+}
+
+// TestRefusedTerminateStaysEndable: a terminate refused because its intent could not be recorded
+// leaves the sandbox as it was, and endable: a later end (here the daemon's stop, which destroys
+// whether or not the store takes its records) still destroys it.
+func TestRefusedTerminateStaysEndable(t *testing.T) {
+	st, f := openStore(t), drivertest.NewFake()
+	drivers := driver.NewRegistry()
+	drivers.Register(f)
+	m := New(Config{}, drivers, st, slog.New(slog.DiscardHandler)) // closed below
+	ctx := tenant.With(context.Background(), "t1")
+	sb, err := m.Create(ctx, api.Spec{})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	st.Close() // every write fails from now on
+	if _, err := m.Terminate(ctx, sb.ID); !errors.Is(err, errNothingDestroyed) {
+		t.Errorf("terminate with no store: %v, want it refused", err)
+	}
+	if live := f.Live(); !slices.Equal(live, []string{sb.ID}) {
+		t.Errorf("a refused terminate destroyed the sandbox: on the host %q", live)
+	}
+	m.Close()
+	if live := f.Live(); len(live) != 0 {
+		t.Errorf("the daemon's stop left %q on the host after a refused terminate", live)
 	}
 }
