@@ -183,7 +183,16 @@ func TestRefusedTerminateStaysEndable(t *testing.T) {
 	if live := f.Live(); !slices.Equal(live, []string{sb.ID}) {
 		t.Errorf("a refused terminate destroyed the sandbox: on the host %q", live)
 	}
-	m.Close()
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon's stop hangs after a refused terminate")
+	}
 	if live := f.Live(); len(live) != 0 {
 		t.Errorf("the daemon's stop left %q on the host after a refused terminate", live)
 	}
