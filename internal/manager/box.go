@@ -28,10 +28,14 @@ type box struct {
 	j       *journal // where its transitions and events are recorded
 	logs    *logRing
 	metrics *metricRing
+	// res is spec's resources, which no later spec changes (a claim's has its pool's shape; a
+	// restore or a network policy leaves them): the quota reads them under m.mu alone.
+	res api.Resources
 
 	mu sync.Mutex // guards everything below
-	// tenant, spec, createdAt and expiresAt change when a warm pool's sandbox is claimed (before
-	// it is live); spec also with a restore or a new network policy.
+	// tenant, spec, createdAt and expiresAt change when a warm pool's sandbox is claimed, before
+	// it is live (in m.boxes, where readers under m.mu find it); spec also with a restore or a
+	// new network policy.
 	tenant     string
 	spec       api.Spec
 	createdAt  time.Time
@@ -78,7 +82,7 @@ func (j *journal) recordEvent(b *box, ten string, e api.Event) {
 // newBox is the in-memory side of sandbox r, active from now.
 func (m *Manager) newBox(r store.Sandbox) *box {
 	return &box{
-		id: r.ID, j: &m.journal, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
+		id: r.ID, j: &m.journal, res: r.Spec.Resources, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
 		logs: newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
 		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: time.Now(),
 		restores: restoresOf(r.ID, r.Instance),

@@ -93,8 +93,8 @@ func (m *Manager) usageLocked(ten string) api.Usage {
 	for _, o := range m.boxes {
 		if o.tenant == ten {
 			u.Sandboxes++
-			u.MemoryMB += o.spec.Resources.MemoryMB
-			u.DiskMB += o.spec.Resources.DiskMB
+			u.MemoryMB += o.res.MemoryMB
+			u.DiskMB += o.res.DiskMB
 		}
 	}
 	return u
