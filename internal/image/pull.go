@@ -46,102 +46,160 @@ func (s *Store) Ensure(ctx context.Context, ref string, progress func(Progress))
 // digest and the diff ID of the uncompressed tar) and appear in the store only whole. progress,
 // if not nil, is called from one goroutine at a time.
 func (s *Store) Pull(ctx context.Context, ref string, progress func(Progress)) (Image, error) {
+	r, err := s.allowedRef(ref)
+	if err != nil {
+		return Image{}, err
+	}
+	ri, err := s.fetchManifest(ctx, r)
+	if err != nil {
+		return Image{}, err
+	}
+	sizes, release, err := s.fetchLayers(ctx, ri, serialized(progress))
+	if err != nil {
+		return Image{}, err
+	}
+	defer release()
+	img := ri.image(sizes)
+	if err := s.record(img, ri, sizes); err != nil {
+		return Image{}, err
+	}
+	s.log.Info("image pulled", "ref", img.Ref, "digest", img.Digest, "layers", len(img.Layers), "size", img.Size)
+	return img, nil
+}
+
+// allowedRef parses ref and refuses a registry the store may not pull from.
+func (s *Store) allowedRef(ref string) (name.Reference, error) {
 	r, err := parseRef(ref)
 	if err != nil {
-		return Image{}, err
+		return nil, err
 	}
 	if reg := r.Context().RegistryStr(); s.allowRegistry != nil && !s.allowRegistry(reg) {
-		return Image{}, errdefs.Denied("ref", api.CodeImageNotAllowed, "pulling %s: registry %s is not allowed (images.registries)", r.Name(), reg)
+		return nil, errdefs.Denied("ref", api.CodeImageNotAllowed, "pulling %s: registry %s is not allowed (images.registries)", r.Name(), reg)
 	}
-	report := func(Progress) {}
-	if progress != nil {
-		var mu sync.Mutex
-		report = func(p Progress) {
-			mu.Lock()
-			defer mu.Unlock()
-			progress(p)
-		}
+	return r, nil
+}
+
+// serialized is progress called from one goroutine at a time, or a no-op for nil.
+func serialized(progress func(Progress)) func(Progress) {
+	if progress == nil {
+		return func(Progress) {}
 	}
-	v1img, digest, err := s.resolve(ctx, s.source(r))
-	if err != nil {
-		return Image{}, err
+	var mu sync.Mutex
+	return func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		progress(p)
 	}
-	m, err := v1img.Manifest()
-	if err != nil {
-		return Image{}, registryError(r, err)
+}
+
+// remoteImage is an image as its registry serves it: what Pull downloads and records.
+type remoteImage struct {
+	ref                    name.Reference
+	img                    v1.Image
+	digest                 v1.Hash // the manifest's
+	manifest               *v1.Manifest
+	config                 *v1.ConfigFile
+	rawManifest, rawConfig []byte
+}
+
+// fetchManifest fetches r's manifest and config, and refuses an image of another platform, one
+// whose manifest and config disagree, and one past the store's size cap compressed.
+func (s *Store) fetchManifest(ctx context.Context, r name.Reference) (remoteImage, error) {
+	ri := remoteImage{ref: r}
+	var err error
+	if ri.img, ri.digest, err = s.resolve(ctx, s.source(r)); err != nil {
+		return ri, err
 	}
-	rawCfg, err := v1img.RawConfigFile()
-	if err != nil {
-		return Image{}, registryError(r, err)
+	if ri.manifest, err = ri.img.Manifest(); err != nil {
+		return ri, registryError(r, err)
 	}
-	cf, err := v1img.ConfigFile()
-	if err != nil {
-		return Image{}, fmt.Errorf("image %s: config: %w", r.Name(), err)
+	if ri.rawConfig, err = ri.img.RawConfigFile(); err != nil {
+		return ri, registryError(r, err)
 	}
+	if ri.config, err = ri.img.ConfigFile(); err != nil {
+		return ri, fmt.Errorf("image %s: config: %w", r.Name(), err)
+	}
+	cf, m := ri.config, ri.manifest
 	if (cf.OS != "" && cf.OS != s.platform.OS) || (cf.Architecture != "" && cf.Architecture != s.platform.Architecture) {
-		return Image{}, errdefs.New(errdefs.ErrUnavailable, "image %s is for %s/%s, not %s", r.Name(), cf.OS, cf.Architecture, s.platform.String())
+		return ri, errdefs.New(errdefs.ErrUnavailable, "image %s is for %s/%s, not %s", r.Name(), cf.OS, cf.Architecture, s.platform.String())
 	}
 	if len(cf.RootFS.DiffIDs) != len(m.Layers) {
-		return Image{}, fmt.Errorf("image %s: the manifest has %d layers, the config %d diff IDs", r.Name(), len(m.Layers), len(cf.RootFS.DiffIDs))
+		return ri, fmt.Errorf("image %s: the manifest has %d layers, the config %d diff IDs", r.Name(), len(m.Layers), len(cf.RootFS.DiffIDs))
 	}
 	compressed := m.Config.Size
 	for _, l := range m.Layers {
 		compressed += l.Size
 	}
 	if compressed > s.max {
-		return Image{}, errdefs.Invalid("image", "%s is %d bytes compressed, over the cap of %d bytes (MaxImageBytes)", r.Name(), compressed, s.max)
+		return ri, errdefs.Invalid("image", "%s is %d bytes compressed, over the cap of %d bytes (MaxImageBytes)", r.Name(), compressed, s.max)
 	}
-	rawManifest, err := v1img.RawManifest()
-	if err != nil {
-		return Image{}, registryError(r, err)
+	if ri.rawManifest, err = ri.img.RawManifest(); err != nil {
+		return ri, registryError(r, err)
 	}
+	return ri, nil
+}
 
-	// Lease what is there (so that no GC takes it while we pull), download the rest.
-	leases := make([]*os.File, len(m.Layers))
-	defer func() {
+// fetchLayers leases the layers of ri the store has (so that no GC takes them while the rest
+// download), and downloads and unpacks the rest, pullParallel at a time, within the store's size
+// cap unpacked. It returns each layer's unpacked size, and release, which ends the leases: call
+// it once the index refers to the layers. On an error nothing stays leased.
+func (s *Store) fetchLayers(ctx context.Context, ri remoteImage, report func(Progress)) (sizes []int64, release func(), err error) {
+	layers, diffIDs := ri.manifest.Layers, ri.config.RootFS.DiffIDs
+	leases := make([]*os.File, len(layers))
+	closeLeases := func() {
 		for _, f := range leases {
 			if f != nil {
 				f.Close()
 			}
 		}
+	}
+	defer func() {
+		if err != nil {
+			closeLeases()
+		}
 	}()
-	sizes := make([]int64, len(m.Layers))
-	if err := s.leaseExisting(cf.RootFS.DiffIDs, leases, sizes); err != nil {
-		return Image{}, err
+	sizes = make([]int64, len(layers))
+	if err := s.leaseExisting(diffIDs, leases, sizes); err != nil {
+		return nil, nil, err
 	}
 	var unpacked atomic.Int64
 	for i, f := range leases {
 		if f != nil {
 			unpacked.Add(sizes[i])
-			report(Progress{Layer: m.Layers[i].Digest.String(), Done: m.Layers[i].Size, Total: m.Layers[i].Size, Status: StatusExists})
+			report(Progress{Layer: layers[i].Digest.String(), Done: layers[i].Size, Total: layers[i].Size, Status: StatusExists})
 		}
 	}
 	if unpacked.Load() > s.max {
-		return Image{}, errdefs.Invalid("image", "%s unpacks to more than the cap of %d bytes (MaxImageBytes)", r.Name(), s.max)
+		return nil, nil, errdefs.Invalid("image", "%s unpacks to more than the cap of %d bytes (MaxImageBytes)", ri.ref.Name(), s.max)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(pullParallel)
-	for i, desc := range m.Layers {
+	for i, desc := range layers {
 		if leases[i] != nil {
 			continue
 		}
 		g.Go(func() error {
-			l, err := v1img.LayerByDigest(desc.Digest)
+			l, err := ri.img.LayerByDigest(desc.Digest)
 			if err != nil {
-				return registryError(r, err)
+				return registryError(ri.ref, err)
 			}
-			f, n, err := s.fetchLayer(gctx, r, l, desc, cf.RootFS.DiffIDs[i], &unpacked, report)
+			f, n, err := s.fetchLayer(gctx, ri.ref, l, desc, diffIDs[i], &unpacked, report)
 			leases[i], sizes[i] = f, n
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Image{}, err
+		return nil, nil, err
 	}
+	return sizes, closeLeases, nil
+}
 
+// image is ri as the store records it, its layers of the given unpacked sizes.
+func (ri remoteImage) image(sizes []int64) Image {
+	cf := ri.config
 	img := Image{
-		Ref:    r.Name(),
-		Digest: digest.String(),
+		Ref:    ri.ref.Name(),
+		Digest: ri.digest.String(),
 		Config: Config{
 			Env:        cf.Config.Env,
 			Entrypoint: cf.Config.Entrypoint,
@@ -155,46 +213,30 @@ func (s *Store) Pull(ctx context.Context, ref string, progress func(Progress)) (
 		img.Layers = append(img.Layers, id.String())
 		img.Size += sizes[i]
 	}
+	return img
+}
+
+// record keeps ri's manifest and config and records img, whose layers have the given sizes, in
+// the index under its ref.
+func (s *Store) record(img Image, ri remoteImage, sizes []int64) error {
 	unlock, err := s.lock()
 	if err != nil {
-		return Image{}, err
+		return err
 	}
 	defer unlock()
 	// Under the lock, so that no GC takes the manifest before the index refers to it.
-	if err := s.saveManifest(img.Digest, rawManifest, rawCfg); err != nil {
-		return Image{}, err
+	if err := s.saveManifest(img.Digest, ri.rawManifest, ri.rawConfig); err != nil {
+		return err
 	}
 	idx, err := s.readIndex()
 	if err != nil {
-		return Image{}, err
+		return err
 	}
 	idx.Images[img.Ref] = img
 	for i, id := range img.Layers {
 		idx.Layers[id] = sizes[i]
 	}
-	if err := s.writeIndex(idx); err != nil {
-		return Image{}, err
-	}
-	s.log.Info("image pulled", "ref", img.Ref, "digest", img.Digest, "layers", len(img.Layers), "size", img.Size)
-	return img, nil
-}
-
-// source is where r is pulled from: r itself, or the same repository and tag or digest on its
-// registry's mirror (Options.Mirrors).
-func (s *Store) source(r name.Reference) name.Reference {
-	m, ok := s.mirrors[r.Context().RegistryStr()]
-	if !ok {
-		return r
-	}
-	sep := ":"
-	if _, ok := r.(name.Digest); ok {
-		sep = "@"
-	}
-	src, err := name.ParseReference(m + "/" + r.Context().RepositoryStr() + sep + r.Identifier())
-	if err != nil {
-		return r // Settings.Validate checked the host; a reference it cannot make is pulled as it is
-	}
-	return src
+	return s.writeIndex(idx)
 }
 
 // resolve fetches r's manifest; for a multi-platform index, the manifest of the store's
@@ -452,3 +494,21 @@ func (v *verifier) Read(p []byte) (int, error) {
 }
 
 func (v *verifier) digest() string { return "sha256:" + hex.EncodeToString(v.h.Sum(nil)) }
+
+// source is where r is pulled from: r itself, or the same repository and tag or digest on its
+// registry's mirror (Options.Mirrors).
+func (s *Store) source(r name.Reference) name.Reference {
+	m, ok := s.mirrors[r.Context().RegistryStr()]
+	if !ok {
+		return r
+	}
+	sep := ":"
+	if _, ok := r.(name.Digest); ok {
+		sep = "@"
+	}
+	src, err := name.ParseReference(m + "/" + r.Context().RepositoryStr() + sep + r.Identifier())
+	if err != nil {
+		return r // Settings.Validate checked the host; a reference it cannot make is pulled as it is
+	}
+	return src
+}

@@ -14,24 +14,6 @@ import (
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
-// recordEvent puts an event of sandbox b, owned by tenant ten, in its logs stream and in the
-// audit log (which hands it to the sinks: webhooks, metrics). It never waits for the store.
-func (m *Manager) recordEvent(b *box, ten string, e api.Event) {
-	e.ID, e.SandboxID = sandbox.NewOrderedID("evt_"), b.id
-	if e.Time.IsZero() {
-		e.Time = time.Now().UTC()
-	}
-	b.logs.add(api.LogEntry{Stream: api.StreamEvent, ExecutionID: e.ExecutionID, Event: &e})
-	m.events.Add(store.TenantEvent{Tenant: ten, Event: e})
-}
-
-// owner is b's tenant (it changes once, when a warm pool's sandbox is claimed).
-func (b *box) owner() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tenant
-}
-
 // Request is one API call, for the audit log: who did what, from where, and how it ended.
 type Request struct {
 	Method, Path string

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
-	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -64,11 +63,11 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 		return api.ExecResult{}, err
 	}
 	defer m.cfg.Metrics.ObserveExec(b.level(), time.Now())
-	sb, err := m.begin(ctx, b, "exec", true)
+	sb, err := b.begin(ctx, "exec", true)
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	defer m.done(b)
+	defer b.done()
 
 	execID := sandbox.NewID("exec_")
 	started := time.Now().UTC()
@@ -253,36 +252,6 @@ func checkExecSize(req *api.ExecRequest) error {
 		return errdefs.TooLarge(field, "the command and its environment take %d bytes as execve counts them (each string, its NUL and a pointer); at most %d", total, maxExecArgs)
 	}
 	return nil
-}
-
-// begin marks b busy for an operation and returns its driver sandbox. An exec moves a ready
-// sandbox to running.
-func (m *Manager) begin(ctx context.Context, b *box, op string, exec bool) (driver.Sandbox, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ok := b.status == api.StatusReady || b.status == api.StatusRunning || (!exec && b.status == api.StatusPaused)
-	if !ok || b.sb == nil {
-		return nil, &sandbox.StateError{ID: b.id, Status: b.status, Op: op}
-	}
-	if b.restoring {
-		return nil, fmt.Errorf("sandbox %s is being restored from a snapshot; %s it when the restore returns: %w", b.id, op, errdefs.ErrConflict)
-	}
-	if exec && b.status == api.StatusReady {
-		if err := m.transitionLocked(ctx, b, api.StatusRunning, sandbox.ReasonExec); err != nil {
-			return nil, err
-		}
-	}
-	b.busy++
-	b.lastActive = time.Now()
-	return b.sb, nil
-}
-
-// done ends what begin started.
-func (m *Manager) done(b *box) {
-	b.mu.Lock()
-	b.busy--
-	b.lastActive = time.Now()
-	b.mu.Unlock()
 }
 
 // Execs returns a sandbox's recorded execs, newest first.

@@ -25,7 +25,7 @@ func (m *Manager) Files(ctx context.Context, id string) (*Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := m.begin(ctx, b, "use files", false)
+	sb, err := b.begin(ctx, "use files", false)
 	if err != nil {
 		return nil, err
 	}
@@ -34,20 +34,20 @@ func (m *Manager) Files(ctx context.Context, id string) (*Files, error) {
 	b.waitScans(ctx, 5*time.Second)
 	fr, ok := sb.(driver.FileRooter)
 	if !ok {
-		m.done(b)
-		return nil, fmt.Errorf("isolation level %s has no files API yet: %w", b.spec.Isolation, errdefs.ErrUnavailable)
+		b.done()
+		return nil, fmt.Errorf("isolation level %s has no files API yet: %w", b.level(), errdefs.ErrUnavailable)
 	}
 	dir, uid, gid, err := fr.FileRoot()
 	if err != nil {
-		m.done(b)
+		b.done()
 		return nil, fmt.Errorf("open the files of sandbox %s: %w", id, err)
 	}
 	release := func() {
 		// What the files API changed is no exec's: a scan now reports it apart (files.changed).
 		m.queueScan(b, scanJob{tenant: b.owner()})
-		m.done(b)
+		b.done()
 	}
-	return &Files{Root: fsroot.NewAsOwner(dir, uid, gid), workdir: b.spec.Workdir, release: release}, nil
+	return &Files{Root: fsroot.NewAsOwner(dir, uid, gid), workdir: b.specNow().Workdir, release: release}, nil
 }
 
 // Close releases the filesystem.

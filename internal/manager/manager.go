@@ -96,16 +96,13 @@ func (c *Config) setDefaults() {
 type Manager struct {
 	cfg     Config
 	drivers *driver.Registry
-	store   *store.Store
-	log     *slog.Logger
+	journal // the store, the audit log and the logger, shared with the boxes
 
 	mu    sync.Mutex      // guards boxes and ended
 	boxes map[string]*box // live sandboxes (provisioning, ready, running, paused)
 	// ended keeps the logs of recently ended sandboxes, so that a follower sees the end and a
 	// late reader the last output; oldest first.
 	ended []*box
-
-	events *audit.Log
 
 	// claiming counts each tenant's claims from warm pools in flight, for the quota.
 	claiming map[string]int
@@ -134,41 +131,11 @@ type Manager struct {
 // maxEnded bounds how many ended sandboxes' logs stay in memory.
 const maxEnded = 256
 
-// box is one sandbox the manager knows in memory.
-type box struct {
-	id, tenant string
-	spec       sandbox.Spec
-	createdAt  time.Time
-	expiresAt  time.Time
-	logs       *logRing
-	metrics    *metricRing
-
-	mu         sync.Mutex // guards everything below
-	status     string
-	reason     string
-	updatedAt  time.Time
-	lastActive time.Time
-	busy       int            // execs, file operations and interactive sessions in flight
-	execs      []execSpan     // the recent execs' times, to tell which one opened a connection
-	sb         driver.Sandbox // nil until ready and after release
-	restores   int            // how many times a snapshot replaced sb (its level id's suffix)
-	restoring  bool           // a restore is about to replace sb: no new operations
-	spare      string         // the level id its level prepared the next restore in ("" none)
-	// ending is made when a release begins and closed when it is done: a second release (a
-	// retried DELETE, a timeout) waits for the first instead of ending b twice.
-	ending chan struct{}
-
-	op       sync.Mutex     // orders snapshots and restores of the sandbox
-	retiring sync.WaitGroup // destroys of the instances restores replaced, in flight
-
-	scans layerScans // the last scan of the writable layer, for exec.files events
-}
-
 // New returns a manager over the given drivers and store, and starts its timekeeper. Call
 // Recover before serving requests and Close at the end.
 func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
 	cfg.setDefaults()
-	m := &Manager{cfg: cfg, drivers: drivers, store: st, log: log, boxes: map[string]*box{}, stop: make(chan struct{}),
+	m := &Manager{cfg: cfg, drivers: drivers, journal: journal{store: st, log: log}, boxes: map[string]*box{}, stop: make(chan struct{}),
 		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st), stored: newStoredBytes(),
 	}
 	acfg := cfg.Audit
@@ -196,12 +163,30 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 // a warm pool of its shape when one has a sandbox ready, created cold otherwise.
 func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, error) {
 	start := time.Now()
+	spec, from, d, err := m.createSpec(ctx, spec)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
 	ten := tenant.From(ctx)
+	if from == nil {
+		if p := m.matchPool(spec); p != nil {
+			if warm := p.take(); warm != nil {
+				return m.createWarm(ctx, p, warm, ten, spec, start)
+			}
+		}
+	}
+	return m.createCold(ctx, d, ten, spec, from, start)
+}
+
+// createSpec is the spec a create of spec makes, with the snapshot it restores (nil for none) and
+// the level that makes it: the snapshot's spec under the create's, defaulted and validated,
+// within the tenant's grants, resolved.
+func (m *Manager) createSpec(ctx context.Context, spec sandbox.Spec) (sandbox.Spec, *store.Snapshot, driver.Driver, error) {
 	var from *store.Snapshot
 	if spec.FromSnapshot != "" {
 		s, sn, err := m.fromSnapshot(ctx, spec)
 		if err != nil {
-			return api.Sandbox{}, err
+			return spec, nil, nil, err
 		}
 		spec, from = s, &sn
 	}
@@ -211,85 +196,22 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, e
 	}
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
-		return api.Sandbox{}, err
+		return spec, nil, nil, err
 	}
 	if err := m.admit(ctx, spec); err != nil {
-		return api.Sandbox{}, err
+		return spec, nil, nil, err
 	}
 	if err := m.checkStore(ctx); err != nil {
-		return api.Sandbox{}, err // before a warm sandbox is taken: its claim could not be recorded
+		return spec, nil, nil, err // before a warm sandbox is taken: its claim could not be recorded
 	}
 	if err := m.cfg.Grants.Resolve(&spec); err != nil {
-		return api.Sandbox{}, err
+		return spec, nil, nil, err
 	}
 	d, err := m.drivers.Lookup(spec.Isolation)
 	if err != nil {
-		return api.Sandbox{}, isolationUnavailable(err, spec.Isolation, defaulted)
+		return spec, nil, nil, isolationUnavailable(err, spec.Isolation, defaulted)
 	}
-	var warm *box
-	var p *pool
-	if from == nil {
-		if p = m.matchPool(spec); p != nil {
-			warm = p.take()
-		}
-	}
-	now := time.Now().UTC()
-	b := warm
-	if b == nil {
-		b = m.newBox(store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
-			Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now})
-	}
-	// The quota is checked and the slot taken under one lock, so concurrent creates cannot
-	// overshoot it; a claim in flight holds its slot in m.claiming.
-	m.mu.Lock()
-	if err := m.quotaLocked(ten, spec); err != nil {
-		m.mu.Unlock()
-		if warm != nil {
-			p.giveBack(warm)
-		}
-		return api.Sandbox{}, err
-	}
-	if warm != nil {
-		m.claiming[ten]++
-	} else {
-		m.boxes[b.id] = b
-	}
-	m.mu.Unlock()
-
-	if warm != nil {
-		view, err := m.claim(ctx, p, warm, ten, spec)
-		m.mu.Lock()
-		if m.claiming[ten]--; m.claiming[ten] == 0 {
-			delete(m.claiming, ten)
-		}
-		if err == nil {
-			m.boxes[b.id] = b
-		}
-		m.mu.Unlock()
-		if err == nil {
-			m.log.Info("sandbox claimed", "sandbox", b.id, "tenant", ten, "pool", p.def.Name, "took", time.Since(now))
-		}
-		m.cfg.Metrics.ObserveCreate(spec.Isolation, metrics.SourcePool, start, err)
-		return view, err
-	}
-
-	// Setup is bounded by its own deadline, not the client's connection: a create that the
-	// client gave up on still ends in a recorded state.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-	defer cancel()
-	err = m.provision(sctx, d, b, sandbox.ReasonReady, from)
-	m.cfg.Metrics.ObserveCreate(spec.Isolation, createSource(from), start, err)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) ||
-			errors.Is(err, errdefs.ErrStoreFull) {
-			return api.Sandbox{}, err
-		}
-		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
-	}
-	b.mu.Lock()
-	view := b.viewLocked()
-	b.mu.Unlock()
-	return view, nil
+	return spec, from, d, nil
 }
 
 // isolationUnavailable is the 422 of a create whose level this host cannot run. When the level
@@ -308,44 +230,79 @@ func isolationUnavailable(err error, level string, defaulted bool) error {
 // DefaultIsolation is the level of a create that names none.
 func (m *Manager) DefaultIsolation() string { return m.cfg.DefaultIsolation }
 
+// createWarm gives b, which a create of spec took from pool p, to tenant ten, within its quota;
+// a create past it gives b back.
+func (m *Manager) createWarm(ctx context.Context, p *pool, b *box, ten string, spec sandbox.Spec, start time.Time) (api.Sandbox, error) {
+	now := time.Now()
+	if err := m.reserveClaim(ten, spec); err != nil {
+		p.giveBack(b)
+		return api.Sandbox{}, err
+	}
+	view, err := m.claim(ctx, p, b, ten, spec)
+	m.endClaim(ten, b, err == nil)
+	if err == nil {
+		m.log.Info("sandbox claimed", "sandbox", b.id, "tenant", ten, "pool", p.def.Name, "took", time.Since(now))
+	}
+	m.cfg.Metrics.ObserveCreate(spec.Isolation, metrics.SourcePool, start, err)
+	return view, err
+}
+
+// createCold makes a sandbox of spec for tenant ten with level d (from snapshot from, when not
+// nil), within the tenant's quota.
+func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, spec sandbox.Spec, from *store.Snapshot, start time.Time) (api.Sandbox, error) {
+	now := time.Now().UTC()
+	b := m.newBox(store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
+		Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now})
+	if err := m.reserve(ten, spec, b); err != nil {
+		return api.Sandbox{}, err
+	}
+	// Setup is bounded by its own deadline, not the client's connection: a create that the
+	// client gave up on still ends in a recorded state.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	err := m.provision(sctx, d, b, sandbox.ReasonReady, from)
+	m.cfg.Metrics.ObserveCreate(spec.Isolation, createSource(from), start, err)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) ||
+			errors.Is(err, errdefs.ErrStoreFull) {
+			return api.Sandbox{}, err
+		}
+		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
+	}
+	return b.view(), nil
+}
+
 // provision records new sandbox b, has level d create it (from snapshot from, when not nil) and
 // records it ready for reason, with the host facts a restarted daemon needs; on failure b ends
 // failed and is forgotten.
 func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason string, from *store.Snapshot) error {
-	rec := store.Sandbox{ID: b.id, Tenant: b.tenant, Spec: b.spec, Status: b.status, Reason: b.reason,
-		CreatedAt: b.createdAt, UpdatedAt: b.createdAt}
+	rec := b.record()
 	tStore := time.Now()
 	if err := m.store.InsertSandbox(ctx, rec); err != nil {
 		m.forget(b, false)
 		return fmt.Errorf("record sandbox: %w", err)
 	}
-	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Message: "provisioning", Data: map[string]any{"to": api.StatusProvisioning, "level": b.spec.Isolation}})
-	log := m.log.With("sandbox", b.id, "tenant", b.tenant, "level", b.spec.Isolation)
+	m.recordEvent(b, rec.Tenant, api.Event{Type: api.EventSandboxStatus, Message: "provisioning", Data: map[string]any{"to": api.StatusProvisioning, "level": rec.Spec.Isolation}})
+	log := m.log.With("sandbox", b.id, "tenant", rec.Tenant, "level", rec.Spec.Isolation)
 	tDriver := time.Now()
 	var sb driver.Sandbox
 	var err error
 	if from != nil {
-		sb, err = m.restore(ctx, d, b.id, b.spec, *from)
+		sb, err = m.restore(ctx, d, b.id, rec.Spec, *from)
 	} else {
-		sb, err = d.Create(ctx, b.id, b.spec)
+		sb, err = d.Create(ctx, b.id, rec.Spec)
 	}
 	tReady := time.Now()
 	if err != nil {
 		log.Warn("create failed", "err", err)
-		b.mu.Lock()
-		m.transitionLocked(ctx, b, api.StatusFailed, err.Error())
-		b.mu.Unlock()
+		b.failed(ctx, err.Error())
 		m.forget(b, true)
 		return err
 	}
-	b.mu.Lock()
-	b.sb = sb
-	if err := m.transitionLocked(ctx, b, api.StatusReady, reason); err != nil {
-		b.mu.Unlock()
+	if err := b.provisioned(ctx, sb, reason); err != nil {
 		m.release(b, api.StatusFailed, err.Error())
 		return err
 	}
-	b.mu.Unlock()
 	if hf, ok := sb.(driver.HostFacter); ok {
 		// What a restarted daemon needs to adopt the sandbox; without it, it reclaims it.
 		if err := m.store.SetHost(ctx, b.id, hf.HostFacts()); err != nil {
@@ -353,7 +310,7 @@ func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason
 		}
 	}
 	m.watchIfWatcher(b, sb)
-	log.Info("sandbox ready", "took", time.Since(b.createdAt), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
+	log.Info("sandbox ready", "took", time.Since(rec.CreatedAt), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
 	return nil
 }
 
@@ -370,11 +327,8 @@ func (m *Manager) watch(b *box, w driver.Watcher) {
 	defer m.wg.Done()
 	select {
 	case <-w.Done():
-		b.mu.Lock()
-		// Released by the manager (Destroy closes Done too), or replaced by a restore.
-		ours := b.sb == nil || any(b.sb) != any(w)
-		b.mu.Unlock()
-		if !ours {
+		// Unless the manager released it (Destroy closes Done too), or a restore replaced it.
+		if b.runs(w) {
 			m.log.Warn("sandbox ended by itself", "sandbox", b.id)
 			m.release(b, api.StatusFailed, sandbox.ReasonInitExited)
 		}
@@ -415,16 +369,6 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]api.Sandbox, error
 	return out, nil
 }
 
-// newBox is the in-memory side of sandbox r, active from now.
-func (m *Manager) newBox(r store.Sandbox) *box {
-	return &box{
-		id: r.ID, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
-		logs: newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
-		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: time.Now(),
-		restores: restoresOf(r.ID, r.Instance),
-	}
-}
-
 // expiresAt is when timeout.maxDurationSeconds ends a sandbox created at created.
 func expiresAt(spec sandbox.Spec, created time.Time) time.Time {
 	return created.Add(time.Duration(spec.Timeout.MaxDurationSeconds) * time.Second)
@@ -436,13 +380,6 @@ func (m *Manager) recordView(r store.Sandbox) api.Sandbox {
 	return redact(api.Sandbox{
 		ID: r.ID, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: expiresAt(r.Spec, r.CreatedAt), Spec: r.Spec, Endpoints: endpoints(r.ID),
-	})
-}
-
-func (b *box) viewLocked() api.Sandbox {
-	return redact(api.Sandbox{
-		ID: b.id, Status: b.status, Reason: b.reason, CreatedAt: b.createdAt, UpdatedAt: b.updatedAt,
-		ExpiresAt: b.expiresAt, Spec: b.spec, Endpoints: endpoints(b.id),
 	})
 }
 
@@ -476,24 +413,6 @@ func notFound(id string, err error) error {
 	return err
 }
 
-// transitionLocked records b's move to status `to` and makes it current. The store is written
-// first: a transition that is not recorded did not happen.
-func (m *Manager) transitionLocked(ctx context.Context, b *box, to, reason string) error {
-	if !sandbox.CanTransition(b.status, to) {
-		return &sandbox.StateError{ID: b.id, Status: b.status, Op: "become " + to}
-	}
-	now := time.Now().UTC()
-	t := api.Transition{From: b.status, To: to, Reason: reason, At: now}
-	if err := m.store.Transition(context.WithoutCancel(ctx), b.id, b.status, t); err != nil {
-		return fmt.Errorf("record transition %s → %s: %w", b.status, to, err)
-	}
-	b.status, b.reason, b.updatedAt = to, reason, now
-	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: reason,
-		Data: map[string]any{"from": t.From, "to": to, "reason": reason}})
-	m.log.Debug("transition", "sandbox", b.id, "from", t.From, "to", to, "reason", reason)
-	return nil
-}
-
 // Pause freezes every process of a sandbox.
 func (m *Manager) Pause(ctx context.Context, id string) (api.Sandbox, error) {
 	return m.freeze(ctx, id, "pause", api.StatusPaused, sandbox.ReasonPaused, func(p driver.Pauser) error { return p.Pause(ctx) })
@@ -509,23 +428,7 @@ func (m *Manager) freeze(ctx context.Context, id, op, to, reason string, do func
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !sandbox.CanTransition(b.status, to) || b.sb == nil {
-		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: b.status, Op: op}
-	}
-	p, ok := b.sb.(driver.Pauser)
-	if !ok {
-		return api.Sandbox{}, fmt.Errorf("isolation level %s cannot %s: %w", b.spec.Isolation, op, errdefs.ErrUnavailable)
-	}
-	if err := do(p); err != nil {
-		return api.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", op, id, err)
-	}
-	if err := m.transitionLocked(ctx, b, to, reason); err != nil {
-		return api.Sandbox{}, err
-	}
-	b.lastActive = time.Now()
-	return b.viewLocked(), nil
+	return b.freeze(ctx, op, to, reason, do)
 }
 
 // Terminate ends a sandbox at the tenant's request: its processes are killed, its host resources
@@ -559,10 +462,7 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 		}
 		return m.Get(ctx, id)
 	}
-	b.mu.Lock()
-	st := b.status
-	b.mu.Unlock()
-	if st == api.StatusProvisioning {
+	if st, _ := b.state(); st == api.StatusProvisioning {
 		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "terminate"}
 	}
 	if err := m.release(b, api.StatusTerminated, sandbox.ReasonTerminated); err != nil {
@@ -593,9 +493,7 @@ func (m *Manager) EndSandboxes() {
 // forget drops b from the live set; its logs stay readable for a while when keep is set.
 func (m *Manager) forget(b *box, keep bool) {
 	b.logs.end()
-	b.mu.Lock()
-	unclaimed := isPoolTenant(b.tenant) // an unclaimed pool sandbox's logs interest no one
-	b.mu.Unlock()
+	unclaimed := isPoolTenant(b.owner()) // an unclaimed pool sandbox's logs interest no one
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.boxes, b.id)
@@ -630,23 +528,6 @@ func (m *Manager) tick() {
 			}
 		}
 	}
-}
-
-// expired says why b must end now, or "".
-func (b *box) expired(now time.Time) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.status == api.StatusProvisioning || b.ending != nil {
-		return ""
-	}
-	if !now.Before(b.expiresAt) {
-		return sandbox.ReasonTimeout
-	}
-	idle := time.Duration(b.spec.Timeout.IdleTimeoutSeconds) * time.Second
-	if b.busy == 0 && now.Sub(b.lastActive) >= idle {
-		return sandbox.ReasonIdle
-	}
-	return ""
 }
 
 // snapshot returns the live sandboxes, oldest first.

@@ -49,15 +49,13 @@ func cpuPercent(prev, cur api.MetricsSample) float64 {
 
 // read takes one sample of b's kernel counters.
 func (b *box) read(ctx context.Context, now time.Time) (api.MetricsSample, error) {
-	b.mu.Lock()
-	sb, status := b.sb, b.status
-	b.mu.Unlock()
+	status, sb := b.state()
 	if sb == nil {
 		return api.MetricsSample{}, &sandbox.StateError{ID: b.id, Status: status, Op: "read metrics"}
 	}
 	st, ok := sb.(driver.Statser)
 	if !ok {
-		return api.MetricsSample{}, fmt.Errorf("isolation level %s has no metrics: %w", b.spec.Isolation, errdefs.ErrUnavailable)
+		return api.MetricsSample{}, fmt.Errorf("isolation level %s has no metrics: %w", b.level(), errdefs.ErrUnavailable)
 	}
 	u, err := st.Usage(ctx)
 	if err != nil {
@@ -73,10 +71,7 @@ func (b *box) read(ctx context.Context, now time.Time) (api.MetricsSample, error
 
 // sample records one reading of a ready sandbox, for the "recent" of GET .../metrics.
 func (m *Manager) sample(b *box, now time.Time) {
-	b.mu.Lock()
-	ok := b.sb != nil && b.status != api.StatusProvisioning
-	b.mu.Unlock()
-	if !ok {
+	if status, sb := b.state(); sb == nil || status == api.StatusProvisioning {
 		return
 	}
 	if s, err := b.read(context.Background(), now); err == nil {

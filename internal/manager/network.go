@@ -78,18 +78,16 @@ func (m *Manager) UpdateNetwork(ctx context.Context, id string, n sandbox.Networ
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	sb, err := m.begin(ctx, b, "change the network policy of", false)
+	sb, err := b.begin(ctx, "change the network policy of", false)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	defer m.done(b)
+	defer b.done()
 	nw, ok := sb.(driver.Networker)
 	if !ok {
-		return api.Sandbox{}, errdefs.Unavailable("network", "the %s level cannot change a sandbox's network policy live", b.spec.Isolation)
+		return api.Sandbox{}, errdefs.Unavailable("network", "the %s level cannot change a sandbox's network policy live", b.level())
 	}
-	b.mu.Lock()
-	spec := b.spec
-	b.mu.Unlock()
+	spec := b.specNow()
 	for i, c := range n.Credentials {
 		if c.Value == "" && c.Secret == "" {
 			for _, old := range spec.Network.Credentials {
@@ -105,7 +103,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, id string, n sandbox.Networ
 		return api.Sandbox{}, err
 	}
 	if !tenant.IsAdmin(ctx) {
-		if err := m.cfg.Grants.CheckCredentials(b.tenant, spec.Network.Credentials); err != nil {
+		if err := m.cfg.Grants.CheckCredentials(b.owner(), spec.Network.Credentials); err != nil {
 			return api.Sandbox{}, err
 		}
 	}
@@ -115,10 +113,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, id string, n sandbox.Networ
 	if err := m.store.SetSpec(context.WithoutCancel(ctx), id, spec); err != nil {
 		return api.Sandbox{}, err
 	}
-	b.mu.Lock()
-	b.spec = spec
-	v := b.viewLocked()
-	b.mu.Unlock()
+	v := b.setSpec(spec)
 	e := api.Event{ID: sandbox.NewOrderedID("evt_"), Type: api.EventNetworkPolicy, Time: time.Now().UTC(), SandboxID: id,
 		Message: "network policy changed to " + spec.Network.EgressPolicy,
 		Data:    map[string]any{"egressPolicy": spec.Network.EgressPolicy, "allowedDomains": spec.Network.AllowedDomains}}

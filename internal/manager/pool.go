@@ -417,10 +417,7 @@ func (p *pool) take() *box {
 	for len(p.ready) > 0 {
 		b := p.ready[0]
 		p.ready = p.ready[1:]
-		b.mu.Lock()
-		ok := b.status == api.StatusReady && b.sb != nil
-		b.mu.Unlock()
-		if ok {
+		if ready, _ := b.waiting(now, 0); ready {
 			p.claims++
 			return b
 		}
@@ -513,10 +510,7 @@ func (p *pool) recycle(maxAge time.Duration) {
 	p.mu.Lock()
 	keep := p.ready[:0]
 	for _, b := range p.ready {
-		b.mu.Lock()
-		alive := b.status == api.StatusReady && b.sb != nil
-		aged := now.Sub(b.lastActive) >= maxAge
-		b.mu.Unlock()
+		alive, aged := b.waiting(now, maxAge)
 		switch {
 		case !alive:
 			p.recycled++
@@ -552,6 +546,7 @@ func (p *pool) warm(d driver.Driver) {
 	}
 	p.mu.Lock()
 	p.warming--
+	p.poke() // its slot is free: the loop need not wait for its next check
 	if err != nil {
 		p.failures++
 		p.failRun++
@@ -597,10 +592,7 @@ func (p *pool) close(reason string) {
 // attaches environment and network policy first, then the record changes owner. A refused
 // attach leaves the sandbox as it was, back in the pool; a failed record ends it.
 func (m *Manager) claim(ctx context.Context, p *pool, b *box, ten string, spec sandbox.Spec) (api.Sandbox, error) {
-	b.mu.Lock()
-	sb := b.sb
-	warmedAt := b.updatedAt
-	b.mu.Unlock()
+	sb, warmedAt := b.warmed()
 	c, ok := sb.(driver.Claimer)
 	if !ok {
 		p.giveBack(b)
@@ -611,17 +603,12 @@ func (m *Manager) claim(ctx context.Context, p *pool, b *box, ten string, spec s
 		return api.Sandbox{}, err
 	}
 	now := time.Now().UTC()
-	if err := m.claims.write(store.Claim{ID: b.id, From: b.tenant, To: ten, Spec: spec, At: now}); err != nil {
+	if err := m.claims.write(store.Claim{ID: b.id, From: b.owner(), To: ten, Spec: spec, At: now}); err != nil {
 		m.release(b, api.StatusFailed, "claim not recorded: "+err.Error())
 		return api.Sandbox{}, fmt.Errorf("record claim: %w", err)
 	}
-	// Out of the pool and not yet in m.boxes, b is only shared with its watcher (manager.watch),
-	// whose release reads these under b.mu.
-	b.mu.Lock()
-	b.tenant, b.spec, b.createdAt, b.expiresAt = ten, spec, now, expiresAt(spec, now)
-	b.lastActive, b.updatedAt = time.Now(), now
-	view := b.viewLocked()
-	b.mu.Unlock()
+	// Out of the pool and not yet in m.boxes, b is only shared with its watcher (manager.watch).
+	view := b.handTo(ten, spec, now)
 	m.recordEvent(b, ten, api.Event{Type: api.EventSandboxClaimed, Time: now,
 		Message: "claimed from warm pool " + p.def.Name, Data: map[string]any{"pool": p.def.Name, "warmedAt": warmedAt}})
 	return view, nil

@@ -23,11 +23,8 @@ func (m *Manager) SandboxCounts() []metrics.SandboxCount {
 		}
 	}
 	for _, b := range boxes {
-		b.mu.Lock()
-		k := key{b.status, b.spec.Isolation}
-		b.mu.Unlock()
-		if sandbox.Live(k.status) { // a box being released may already be terminated
-			n[k]++
+		if status, _ := b.state(); sandbox.Live(status) { // a box being released may already be terminated
+			n[key{status, b.level()}]++
 		}
 	}
 	out := make([]metrics.SandboxCount, 0, len(n))
@@ -35,13 +32,6 @@ func (m *Manager) SandboxCounts() []metrics.SandboxCount {
 		out = append(out, metrics.SandboxCount{Status: k.status, Level: k.level, N: c})
 	}
 	return out
-}
-
-// level is b's isolation level, for the metrics' level label.
-func (b *box) level() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.spec.Isolation
 }
 
 // createSource is how a create with snapshot from (nil for none) that did not claim from a pool

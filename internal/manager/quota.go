@@ -30,6 +30,42 @@ func (m *Manager) admit(ctx context.Context, spec sandbox.Spec) error {
 	return nil
 }
 
+// reserve makes new sandbox b of tenant ten live, within the tenant's quota. The quota is checked
+// and the place taken under one lock, so that concurrent creates cannot overshoot it.
+func (m *Manager) reserve(ten string, spec sandbox.Spec, b *box) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.quotaLocked(ten, spec); err != nil {
+		return err
+	}
+	m.boxes[b.id] = b
+	return nil
+}
+
+// reserveClaim holds a place in tenant ten's quota for a claim of a sandbox of spec from a warm
+// pool, as reserve does for a new one; endClaim gives it up, and makes claimed b live.
+func (m *Manager) reserveClaim(ten string, spec sandbox.Spec) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.quotaLocked(ten, spec); err != nil {
+		return err
+	}
+	m.claiming[ten]++
+	return nil
+}
+
+// endClaim ends a claim reserveClaim held a place for: b is live if it was claimed.
+func (m *Manager) endClaim(ten string, b *box, claimed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claiming[ten]--; m.claiming[ten] == 0 {
+		delete(m.claiming, ten)
+	}
+	if claimed {
+		m.boxes[b.id] = b
+	}
+}
+
 // quotaLocked refuses a new sandbox of spec for tenant ten past its quota: live sandboxes
 // (claims in flight included), their total memory and disk. m.mu is held.
 func (m *Manager) quotaLocked(ten string, spec sandbox.Spec) error {
@@ -60,8 +96,8 @@ func (m *Manager) usageLocked(ten string) api.Usage {
 	for _, o := range m.boxes {
 		if o.tenant == ten {
 			u.Sandboxes++
-			u.MemoryMB += o.spec.Resources.MemoryMB
-			u.DiskMB += o.spec.Resources.DiskMB
+			u.MemoryMB += o.res.MemoryMB
+			u.DiskMB += o.res.DiskMB
 		}
 	}
 	return u

@@ -70,7 +70,8 @@ func (m *Manager) Snapshot(ctx context.Context, id string, req api.SnapshotReque
 
 // takeSnapshot saves b and records the snapshot; memory is SnapshotRequest.Memory.
 func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, memory *bool) (store.Snapshot, error) {
-	if err := m.snapshotRoom(b.tenant); err != nil {
+	ten := b.owner()
+	if err := m.snapshotRoom(ten); err != nil {
 		return store.Snapshot{}, err
 	}
 	blobs, err := m.blobs()
@@ -79,15 +80,12 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, m
 	}
 	b.op.Lock() // one snapshot or restore of a sandbox at a time
 	defer b.op.Unlock()
-	b.mu.Lock()
-	sb, spec := b.sb, b.spec
-	if sb == nil || !(b.status == api.StatusReady || b.status == api.StatusRunning || b.status == api.StatusPaused) {
-		b.mu.Unlock()
-		return store.Snapshot{}, &sandbox.StateError{ID: b.id, Status: b.status, Op: "snapshot"}
+	sb, err := b.begin(ctx, "snapshot", false)
+	if err != nil {
+		return store.Snapshot{}, err
 	}
-	b.busy++
-	b.mu.Unlock()
-	defer m.done(b)
+	defer b.done()
+	spec := b.specNow()
 	snapper, ok := sb.(driver.Snapshotter)
 	if !ok {
 		return store.Snapshot{}, fmt.Errorf("isolation level %s cannot snapshot sandboxes: %w", spec.Isolation, errdefs.ErrUnavailable)
@@ -120,7 +118,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, m
 		return store.Snapshot{}, fmt.Errorf("snapshot sandbox %s: %w", b.id, err)
 	}
 	sn := store.Snapshot{
-		ID: sandbox.NewID("snap_"), Tenant: b.tenant, SandboxID: b.id, Name: name, Description: desc,
+		ID: sandbox.NewID("snap_"), Tenant: ten, SandboxID: b.id, Name: name, Description: desc,
 		Spec: withoutCredentials(spec), LayerDigest: layer.Digest, LayerSize: layer.Size, LayerBytes: layer.Raw,
 		CreatedAt: time.Now().UTC(),
 	}
@@ -147,8 +145,8 @@ func (m *Manager) takeSnapshot(ctx context.Context, b *box, name, desc string, m
 	if err := m.store.PutSnapshot(context.WithoutCancel(ctx), sn); err != nil {
 		return store.Snapshot{}, err
 	}
-	m.snapshotStored(b.tenant, sn.LayerSize+sn.MemorySize)
-	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxSnapshot, Message: "snapshot " + sn.ID, Data: map[string]any{
+	m.snapshotStored(ten, sn.LayerSize+sn.MemorySize)
+	m.recordEvent(b, ten, api.Event{Type: api.EventSandboxSnapshot, Message: "snapshot " + sn.ID, Data: map[string]any{
 		"snapshotId": sn.ID, "name": sn.Name, "memory": saved, "sizeMb": snapshotView(sn).SizeMB}})
 	m.log.Info("snapshot taken", "sandbox", b.id, "snapshot", sn.ID, "layerBytes", sn.LayerBytes,
 		"storedBytes", sn.LayerSize+sn.MemorySize, "memory", saved, "took", time.Since(t0))
@@ -173,16 +171,10 @@ func levelID(id string, gen int) string {
 // into, when the level can (driver.Preparer): a sandbox with a memory snapshot is one that will
 // likely be restored, and most of a restore is making the sandbox the image goes into.
 func (m *Manager) prepareRestore(b *box) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	d, _ := m.drivers.Lookup(b.spec.Isolation)
-	p, ok := d.(driver.Preparer)
-	if !ok || b.spare != "" || !sandbox.Live(b.status) || b.sb == nil {
-		return
+	d, _ := m.drivers.Lookup(b.level())
+	if p, ok := d.(driver.Preparer); ok {
+		b.prepare(p)
 	}
-	// Under b.mu, so that release, which takes b.spare under it, discards what this starts.
-	b.spare = restoreInstance(b.id, b.restores+1)
-	p.Prepare(b.spare, b.spec)
 }
 
 // discardSpare ends what prepareRestore had the level of spec make as level id spare.
@@ -259,34 +251,21 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	sn, err := m.store.Snapshot(ctx, b.tenant, req.SnapshotID)
+	sn, err := m.store.Snapshot(ctx, b.owner(), req.SnapshotID)
 	if err != nil {
 		return api.Sandbox{}, &errdefs.FieldError{Field: "snapshotId", Message: err.Error(), Kind: errdefs.ErrNotFound}
 	}
 	b.op.Lock()
 	defer b.op.Unlock()
-	b.mu.Lock()
-	spec, gen := b.spec, b.restores+1
-	switch {
-	case b.sb == nil || !(b.status == api.StatusReady || b.status == api.StatusRunning || b.status == api.StatusPaused):
-		b.mu.Unlock()
-		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: b.status, Op: "restore"}
-	case b.busy > 0:
-		b.mu.Unlock()
-		return api.Sandbox{}, fmt.Errorf("sandbox %s has %d exec(s) or file operation(s) in flight; restore it when they end: %w", id, b.busy, errdefs.ErrConflict)
+	spec, gen, err := b.beginRestore() // no new operation until endRestore
+	if err != nil {
+		return api.Sandbox{}, err
 	}
-	b.restoring = true // begin refuses new execs until the swap
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		b.restoring = false
-		b.mu.Unlock()
-	}()
+	defer b.endRestore()
 	if err := sameShape(sn.Spec, spec); err != nil {
 		return api.Sandbox{}, err
 	}
-	next := spec
-	next.Environment, next.Workdir, next.Metadata = maps.Clone(sn.Spec.Environment), sn.Spec.Workdir, maps.Clone(sn.Spec.Metadata)
+	next := restoredSpec(spec, sn)
 	d, err := m.drivers.Lookup(spec.Isolation)
 	if err != nil {
 		return api.Sandbox{}, err
@@ -295,68 +274,54 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	// The new instance is recorded before it is made, as one to tear down: a daemon killed
-	// before the swap is recorded reclaims it at its next start. Restored makes it the sandbox's.
-	if err := m.store.Retire(sctx, instance, id, spec.Isolation); err != nil {
-		return api.Sandbox{}, fmt.Errorf("record restore of sandbox %s: %w", id, err)
-	}
-	sb, err := m.restore(sctx, d, instance, next, sn)
-	b.mu.Lock()
-	spare := b.spare == instance // the level's Restore took it, unless the restore failed first
-	if spare {
-		b.spare = ""
-	}
-	b.mu.Unlock()
+	sb, err := m.makeRestored(sctx, d, b, instance, next, sn)
 	if err != nil {
-		if spare {
-			m.discardSpare(next, instance)
-		}
-		// A failed restore leaves nothing (the level's contract); its Reclaim makes sure.
-		if rc, ok := d.(driver.Reclaimer); !ok || rc.Reclaim(sctx, instance) == nil {
+		return api.Sandbox{}, err
+	}
+	old, view, err := b.swap(sctx, sb, next, gen, sn)
+	if err != nil {
+		if sb.Destroy(sctx) == nil {
 			m.reclaimed(sctx, id, instance)
 		}
 		return api.Sandbox{}, err
 	}
-	var host []byte
-	if hf, ok := sb.(driver.HostFacter); ok {
-		host = hf.HostFacts()
-	}
-	b.mu.Lock()
-	if !sandbox.Live(b.status) || b.sb == nil {
-		// It ended meanwhile (a timeout, a terminate): the new instance has no sandbox to join.
-		st := b.status
-		b.mu.Unlock()
-		if sb.Destroy(sctx) == nil {
-			m.reclaimed(sctx, id, instance)
-		}
-		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "restore"}
-	}
-	retired := levelID(id, gen-1)
-	if err := m.store.Restored(sctx, id, instance, next, host, retired); err != nil {
-		b.mu.Unlock()
-		if sb.Destroy(sctx) == nil {
-			m.reclaimed(sctx, id, instance)
-		}
-		return api.Sandbox{}, fmt.Errorf("record restore of sandbox %s: %w", id, err)
-	}
-	old := b.sb
-	b.sb, b.spec, b.restores = sb, next, gen
-	b.retiring.Add(1) // under b.mu: a release from now on reads the new sb, and waits for the old one
-	b.scans.drop()
-	if b.status != api.StatusReady {
-		if err := m.transitionLocked(sctx, b, api.StatusReady, sandbox.ReasonRestored); err != nil {
-			m.log.Error("record restore transition", "sandbox", id, "err", err)
-		}
-	}
-	b.lastActive = time.Now()
-	m.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxRestored, Message: "restored from " + sn.ID,
-		Data: map[string]any{"snapshotId": sn.ID, "memory": sn.Memory != nil}})
-	view := b.viewLocked()
-	b.mu.Unlock()
 	m.watchIfWatcher(b, sb)
-	// The replaced instance ends after the answer. The store recorded it as retired with the
-	// restore, and forgets it once it is gone: a daemon killed meanwhile reclaims it at its next
-	// start (Recover). Ending the sandbox waits for it (release).
+	m.destroyReplaced(b, old, levelID(id, gen-1))
+	if sn.Memory != nil {
+		m.prepareRestore(b)
+	}
+	m.log.Info("sandbox restored", "sandbox", id, "snapshot", sn.ID, "instance", instance, "took", time.Since(t0))
+	return view, nil
+}
+
+// makeRestored has level d make instance, the next of sandbox b, from snapshot sn with spec. The
+// instance is recorded before it is made, as one to tear down: a daemon killed before the swap is
+// recorded reclaims it at its next start (swap's store.Restored makes it the sandbox's). A
+// restore that fails leaves nothing of it.
+func (m *Manager) makeRestored(ctx context.Context, d driver.Driver, b *box, instance string, spec sandbox.Spec, sn store.Snapshot) (driver.Sandbox, error) {
+	if err := m.store.Retire(ctx, instance, b.id, spec.Isolation); err != nil {
+		return nil, fmt.Errorf("record restore of sandbox %s: %w", b.id, err)
+	}
+	sb, err := m.restore(ctx, d, instance, spec, sn)
+	spare := b.takeSpare(instance) // the level's Restore took it, unless the restore failed first
+	if err == nil {
+		return sb, nil
+	}
+	if spare {
+		m.discardSpare(spec, instance)
+	}
+	// A failed restore leaves nothing (the level's contract); its Reclaim makes sure.
+	if rc, ok := d.(driver.Reclaimer); !ok || rc.Reclaim(ctx, instance) == nil {
+		m.reclaimed(ctx, b.id, instance)
+	}
+	return nil, err
+}
+
+// destroyReplaced ends, after the answer, instance old of sandbox b, which a restore replaced
+// (swap). The store recorded it as retired with the restore, and forgets it once it is gone: a
+// daemon killed meanwhile reclaims it at its next start (Recover). Ending the sandbox waits for
+// it (release).
+func (m *Manager) destroyReplaced(b *box, old driver.Sandbox, instance string) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -364,16 +329,11 @@ func (m *Manager) Restore(ctx context.Context, id string, req api.RestoreRequest
 		dctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		if err := old.Destroy(dctx); err != nil {
-			m.log.Error("destroy the sandbox a restore replaced", "sandbox", id, "instance", retired, "err", err)
+			m.log.Error("destroy the sandbox a restore replaced", "sandbox", b.id, "instance", instance, "err", err)
 			return // reclaimed at the next start
 		}
-		m.reclaimed(dctx, id, retired)
+		m.reclaimed(dctx, b.id, instance)
 	}()
-	if sn.Memory != nil {
-		m.prepareRestore(b)
-	}
-	m.log.Info("sandbox restored", "sandbox", id, "snapshot", sn.ID, "instance", instance, "took", time.Since(t0))
-	return view, nil
 }
 
 // collectBlobs removes the snapshot blobs that no snapshot record uses. A snapshot's content is
@@ -559,9 +519,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 	if err != nil {
 		return api.Fork{}, err
 	}
-	b.mu.Lock()
-	network := b.spec.Network
-	b.mu.Unlock()
+	network := b.specNow().Network
 	out := api.Fork{Snapshot: snapshotView(sn), Sandboxes: make([]api.Sandbox, req.Count)}
 	errs := make([]error, req.Count)
 	var wg sync.WaitGroup

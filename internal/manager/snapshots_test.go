@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
+	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 	"github.com/airlockrun/airlock/internal/store"
 )
@@ -31,11 +33,11 @@ func TestRecoverCollectsBlobs(t *testing.T) {
 		return b.Digest
 	}
 	kept, orphan := put("recorded"), put("never recorded")
-	sn := store.Snapshot{ID: "snap_1", Tenant: "t1", SandboxID: "sbx_1", Name: "s", Spec: api.Spec{Isolation: api.LevelProcess}, LayerDigest: kept}
+	sn := store.Snapshot{ID: "snap_1", Tenant: "t1", SandboxID: "sbx_1", Name: "s", Spec: sandbox.Spec{Isolation: api.LevelProcess}, LayerDigest: kept}
 	if err := st.PutSnapshot(ctx, sn); err != nil {
 		t.Fatal(err)
 	}
-	m := testManagerWith(t, st, &hostLevel{st: st, host: map[string]bool{}}, Config{SnapshotDir: dir})
+	m := testManagerWith(t, st, drivertest.NewFake(), Config{SnapshotDir: dir})
 	if err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

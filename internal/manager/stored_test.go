@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/tenancy"
 	"github.com/airlockrun/airlock/internal/tenant"
@@ -17,9 +19,8 @@ import (
 // untouched; snapshots past the quota are refused.
 func TestStoredQuota(t *testing.T) {
 	st := openStore(t)
-	h := &hostLevel{st: st, host: map[string]bool{}, output: strings.Repeat("x", 300<<10)}
 	grants := &tenancy.Grants{Quotas: map[string]api.Quota{"small": {MaxStoredMB: 1}}}
-	m := testManagerWith(t, st, h, Config{Grants: grants})
+	m := testManagerWith(t, st, drivertest.NewFake(), Config{Grants: grants})
 	var otherSandbox string
 	for _, ten := range []string{"big", "small"} {
 		ctx := tenant.With(context.Background(), ten)
@@ -28,7 +29,7 @@ func TestStoredQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 6 { // 1.8 MB of output against a quota of 1 MiB
-			res, err := m.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"x"}}, Stream{})
+			res, err := m.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"bytes " + strconv.Itoa(300<<10)}}, Stream{})
 			if err != nil || len(res.Stdout) != 300<<10 {
 				t.Fatalf("exec: %d bytes, %v (the answer has it whole)", len(res.Stdout), err)
 			}

@@ -29,60 +29,26 @@ var errNothingDestroyed = errors.New("nothing was destroyed")
 func (m *Manager) release(b *box, end, reason string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b.mu.Lock()
-	if ending := b.ending; ending != nil || !sandbox.Live(b.status) {
-		b.mu.Unlock()
-		if ending != nil {
-			<-ending
-		}
-		return nil // someone else ended it
+	t, err := b.beginEnd(ctx, end, reason)
+	if t == nil {
+		return err
 	}
-	b.ending = make(chan struct{})
-	defer close(b.ending)
-	td := store.Teardown{SandboxID: b.id, LevelID: levelID(b.id, b.restores), Isolation: b.spec.Isolation, End: end, Reason: reason}
-	// Without the intent recorded the record stays live, and a restart reclaims it as such.
-	intent := m.store.BeginTeardown(ctx, td)
-	if intent != nil && reason == sandbox.ReasonTerminated {
-		// A client's terminate that could not be recorded destroys nothing: the sandbox goes
-		// on as it was, and the client is told (a full store is a 507). Every other end
-		// (timeouts, shutdown, failures) destroys anyway: a sandbox never outlives them.
-		b.mu.Unlock()
-		return fmt.Errorf("%w: %w", errNothingDestroyed, intent)
+	defer close(t.done)
+	if t.intent != nil {
+		m.log.Error("record teardown", "sandbox", b.id, "err", t.intent)
 	}
-	if intent != nil {
-		m.log.Error("record teardown", "sandbox", b.id, "err", intent)
-	}
-	// No new operation starts once sb is taken (they all need it); those in flight return when
-	// their processes die.
-	sb, spare, spec := b.sb, b.spare, b.spec
-	b.sb, b.spare = nil, ""
-	if reason == sandbox.ReasonTimeout {
-		secs := b.spec.Timeout.MaxDurationSeconds
-		m.recordEvent(b, b.tenant, api.Event{Type: sandbox.EventLimitTimeout, Message: fmt.Sprintf("the sandbox reached its maxDurationSeconds (%d)", secs),
-			Data: map[string]any{"scope": "sandbox", "seconds": secs}})
-	}
-	b.mu.Unlock()
 	var destroyErr error
-	if sb != nil {
-		if destroyErr = sb.Destroy(ctx); destroyErr != nil {
+	if t.sb != nil {
+		if destroyErr = t.sb.Destroy(ctx); destroyErr != nil {
 			m.log.Error("destroy sandbox", "sandbox", b.id, "err", destroyErr)
 		}
 	}
-	m.discardSpare(spec, spare)
+	m.discardSpare(t.spec, t.spare)
 	b.retiring.Wait() // a terminated sandbox leaves nothing, also of what a restore replaced
-
-	b.mu.Lock()
-	var recorded error
-	for _, to := range ends(b.status, end) {
-		if recorded = m.transitionLocked(ctx, b, to, reason); recorded != nil {
-			m.log.Error("record the end of a sandbox", "sandbox", b.id, "err", recorded)
-			break
-		}
-	}
-	b.mu.Unlock()
+	recorded := b.recordEnd(ctx, end, reason)
 	// A failed destroy keeps the intent: the next start, a retried DELETE or the clean stop
 	// reclaims what is left.
-	if intent == nil && recorded == nil && destroyErr == nil {
+	if t.intent == nil && recorded == nil && destroyErr == nil {
 		if err := m.store.TornDown(ctx, b.id); err != nil {
 			m.log.Error("record teardown done", "sandbox", b.id, "err", err)
 		}

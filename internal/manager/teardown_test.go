@@ -5,149 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
-// hostLevel is a "process" level whose sandboxes are names on a fake host: Create adds one,
-// Destroy and Reclaim remove it. Destroy checks what the store says at that moment.
-type hostLevel struct {
-	st *store.Store
-
-	mu        sync.Mutex // guards the fields below
-	host      map[string]bool
-	reclaimed []string
-	failOn    string        // Reclaim of this instance fails
-	seen      []string      // at each Destroy: the record's status, and "intent" if one was recorded
-	hold      chan struct{} // when set, Destroy waits for it to close
-	output    string        // what every exec writes to its stdout
-}
-
-var (
-	_ driver.Driver    = (*hostLevel)(nil)
-	_ driver.Reclaimer = (*hostLevel)(nil)
-)
-
-func (h *hostLevel) Name() string { return sandbox.LevelProcess }
-
-func (h *hostLevel) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Level: sandbox.LevelProcess, Available: true}
-}
-
-func (h *hostLevel) Create(_ context.Context, id string, _ sandbox.Spec) (driver.Sandbox, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.host[id] = true
-	return &hostSandbox{h: h, id: id}, nil
-}
-
-func (h *hostLevel) Reclaim(_ context.Context, id string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.reclaimed = append(h.reclaimed, id)
-	if id == h.failOn {
-		return errors.New("the host refuses")
-	}
-	delete(h.host, id)
-	return nil
-}
-
-func (h *hostLevel) left() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for id := range h.host {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// destroys returns what the store said at each Destroy so far.
-func (h *hostLevel) destroys() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.seen)
-}
-
-type hostSandbox struct {
-	h  *hostLevel
-	id string
-}
-
-func (s *hostSandbox) ID() string { return s.id }
-
-func (s *hostSandbox) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
-	return sandbox.ExecResult{Stdout: s.h.output}, nil
-}
-
-func (s *hostSandbox) Destroy(ctx context.Context) error {
-	rec, err := s.h.st.Sandbox(ctx, "", s.id)
-	seen := rec.Status
-	if err != nil {
-		seen = err.Error()
-	}
-	if _, err := s.h.st.TeardownOf(ctx, s.id); err == nil {
-		seen += " intent"
-	}
-	s.h.mu.Lock()
-	s.h.seen = append(s.h.seen, seen)
-	hold := s.h.hold
-	s.h.mu.Unlock()
-	if hold != nil {
-		<-hold
-	}
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
-	delete(s.h.host, s.id)
-	return nil
-}
-
-func testManager(t *testing.T, st *store.Store, h *hostLevel) *Manager {
-	t.Helper()
-	return testManagerWith(t, st, h, Config{})
-}
-
-func testManagerWith(t *testing.T, st *store.Store, h *hostLevel, cfg Config) *Manager {
-	t.Helper()
-	drivers := driver.NewRegistry()
-	drivers.Register(h)
-	if cfg.DefaultIsolation == "" {
-		cfg.DefaultIsolation = h.Name() // the tests' creates name no level
-	}
-	m := New(cfg, drivers, st, slog.New(slog.DiscardHandler))
-	t.Cleanup(m.Close)
-	return m
-}
-
-func openStore(t *testing.T) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
 // TestReleaseRecordsIntentFirst: while the level destroys a sandbox, its record still says what
 // it was and the teardown intent is recorded; after, it is terminated and the intent gone.
 func TestReleaseRecordsIntentFirst(t *testing.T) {
 	st := openStore(t)
-	h := &hostLevel{st: st, host: map[string]bool{}}
-	m := testManager(t, st, h)
+	f := drivertest.NewFake()
+	w := watchDestroys(st, f, nil)
+	m := testManager(t, st, f)
 	ctx := tenant.With(context.Background(), "t1")
 	sb, err := m.Create(ctx, sandbox.Spec{})
 	if err != nil {
@@ -160,8 +37,8 @@ func TestReleaseRecordsIntentFirst(t *testing.T) {
 	if err != nil || got.Status != api.StatusTerminated {
 		t.Fatalf("terminate: %s %v", got.Status, err)
 	}
-	if want := []string{"running intent"}; !slices.Equal(h.seen, want) {
-		t.Errorf("at destroy the store said %q, want %q", h.seen, want)
+	if seen, want := w.destroys(), []string{"running intent"}; !slices.Equal(seen, want) {
+		t.Errorf("at destroy the store said %q, want %q", seen, want)
 	}
 	if tds, err := st.Teardowns(ctx); err != nil || len(tds) != 0 {
 		t.Errorf("teardowns after the end: %+v %v", tds, err)
@@ -173,7 +50,7 @@ func TestReleaseRecordsIntentFirst(t *testing.T) {
 	if want := []string{"provisioning", "ready", "running", "completed", "terminated"}; !slices.Equal(path, want) {
 		t.Errorf("transitions %q, want %q", path, want)
 	}
-	if left := h.left(); len(left) != 0 {
+	if left := f.Live(); len(left) != 0 {
 		t.Errorf("left on the host: %v", left)
 	}
 }
@@ -182,8 +59,10 @@ func TestReleaseRecordsIntentFirst(t *testing.T) {
 // is terminated, not before, and does not destroy it twice.
 func TestTerminateTwice(t *testing.T) {
 	st := openStore(t)
-	h := &hostLevel{st: st, host: map[string]bool{}, hold: make(chan struct{})}
-	m := testManager(t, st, h)
+	f := drivertest.NewFake()
+	hold := make(chan struct{})
+	w := watchDestroys(st, f, hold)
+	m := testManager(t, st, f)
 	ctx := tenant.With(context.Background(), "t1")
 	sb, err := m.Create(ctx, sandbox.Spec{})
 	if err != nil {
@@ -195,7 +74,7 @@ func TestTerminateTwice(t *testing.T) {
 		answers <- got.Status + fmt.Sprint(err)
 	}
 	go terminate()
-	for len(h.destroys()) == 0 {
+	for len(w.destroys()) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	go terminate()
@@ -204,13 +83,13 @@ func TestTerminateTwice(t *testing.T) {
 		t.Fatalf("a DELETE answered %q while the destroy was under way", a)
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(h.hold)
+	close(hold)
 	for range 2 {
 		if a := <-answers; a != api.StatusTerminated+"<nil>" {
 			t.Errorf("DELETE answered %q", a)
 		}
 	}
-	if d := h.destroys(); len(d) != 1 {
+	if d := w.destroys(); len(d) != 1 {
 		t.Errorf("destroyed %d times", len(d))
 	}
 }
@@ -221,7 +100,9 @@ func TestTerminateTwice(t *testing.T) {
 func TestRecoverFinishesTeardowns(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	h := &hostLevel{st: st, host: map[string]bool{"a": true, "b-r1": true, "c": true, "d": true, "e": true}, failOn: "d"}
+	f := drivertest.NewFake()
+	f.Put("a", "b-r1", "c", "d", "e")
+	f.FailReclaim("d")
 	put := func(id, status, instance string, end string) {
 		t.Helper()
 		rec := store.Sandbox{ID: id, Tenant: "t1", Status: status, Reason: "x", Spec: sandbox.Spec{Isolation: api.LevelProcess}}
@@ -240,12 +121,12 @@ func TestRecoverFinishesTeardowns(t *testing.T) {
 	put("c", api.StatusRunning, "", "")                          // killed with no teardown under way
 	put("d", api.StatusReady, "d", api.StatusTerminated)         // its reclaim fails
 	put("e", api.StatusCompleted, "e", api.StatusTerminated)     // killed between completed and terminated
-	m := testManager(t, st, h)
+	m := testManager(t, st, f)
 	if err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"a", "b-r1", "c", "d", "e"}; !sameSet(h.reclaimed, want) { // d's tried more than once
-		t.Errorf("reclaimed %q, want %q", h.reclaimed, want)
+	if want := []string{"a", "b-r1", "c", "d", "e"}; !sameSet(f.Reclaimed(), want) { // d's tried more than once
+		t.Errorf("reclaimed %q, want %q", f.Reclaimed(), want)
 	}
 	for id, want := range map[string]string{"a": "terminated idle", "b": "terminated x", "c": "failed daemon_restart", "d": "failed daemon_restart", "e": "terminated idle"} {
 		rec, err := st.Sandbox(ctx, "", id)
@@ -260,7 +141,7 @@ func TestRecoverFinishesTeardowns(t *testing.T) {
 	if err != nil || len(tds) != 1 || tds[0].SandboxID != "d" {
 		t.Fatalf("teardowns after recovery: %+v %v, want d's only", tds, err)
 	}
-	if left := h.left(); !slices.Equal(left, []string{"d"}) {
+	if left := f.Live(); !slices.Equal(left, []string{"d"}) {
 		t.Errorf("left on the host: %v", left)
 	}
 
@@ -269,23 +150,50 @@ func TestRecoverFinishesTeardowns(t *testing.T) {
 	if _, err := m.Terminate(tctx, "d"); err == nil {
 		t.Error("terminate while the reclaim still fails succeeded")
 	}
-	h.mu.Lock()
-	h.failOn = ""
-	h.mu.Unlock()
+	f.FailReclaim("")
 	if sb, err := m.Terminate(tctx, "d"); err != nil || sb.Status != api.StatusTerminated {
 		t.Errorf("retried terminate: %s %v", sb.Status, err)
 	}
 	if _, err := st.TeardownOf(ctx, "d"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("d's intent after the retried terminate: %v", err)
 	}
-	if left := h.left(); len(left) != 0 {
+	if left := f.Live(); len(left) != 0 {
 		t.Errorf("left on the host: %v", left)
 	}
 }
 
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
+// TestRefusedTerminateStaysEndable: a terminate refused because its intent could not be recorded
+// leaves the sandbox as it was, and endable: a later end (here the daemon's stop, which destroys
+// whether or not the store takes its records) still destroys it.
+func TestRefusedTerminateStaysEndable(t *testing.T) {
+	st, f := openStore(t), drivertest.NewFake()
+	drivers := driver.NewRegistry()
+	drivers.Register(f)
+	m := New(Config{DefaultIsolation: f.Name()}, drivers, st, slog.New(slog.DiscardHandler)) // closed below
+	ctx := tenant.With(context.Background(), "t1")
+	sb, err := m.Create(ctx, sandbox.Spec{})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	st.Close() // every write fails from now on
+	if _, err := m.Terminate(ctx, sb.ID); !errors.Is(err, errNothingDestroyed) {
+		t.Errorf("terminate with no store: %v, want it refused", err)
+	}
+	if live := f.Live(); !slices.Equal(live, []string{sb.ID}) {
+		t.Errorf("a refused terminate destroyed the sandbox: on the host %q", live)
+	}
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon's stop hangs after a refused terminate")
+	}
+	if live := f.Live(); len(live) != 0 {
+		t.Errorf("the daemon's stop left %q on the host after a refused terminate", live)
+	}
 }

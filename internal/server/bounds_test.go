@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/manager"
 	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/metrics/metricstest"
@@ -31,7 +32,7 @@ func boundsAPI(t *testing.T, mx *airmetrics.Metrics, timeout time.Duration) (str
 	t.Helper()
 	st, keys := openStore(t, "t1")
 	drivers := driver.NewRegistry()
-	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
+	drivers.Register(drivertest.NewFake())
 	log := slog.New(slog.DiscardHandler)
 	m := manager.New(manager.Config{Metrics: mx, DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)

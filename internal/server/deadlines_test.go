@@ -80,7 +80,9 @@ func TestLift(t *testing.T) {
 // TestCopyOut: a download larger than a chunk arrives whole to a client that reads it slowly,
 // each chunk within the write timeout though the whole takes longer.
 func TestCopyOut(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	// Each chunk is taken within the timeout with room for a busy host; the whole takes about
+	// 2.4 s, more than twice the timeout.
+	const timeout = time.Second
 	s := &Server{cfg: Config{WriteTimeout: timeout}}
 	body := strings.Repeat("0123456789abcdef", 8*downloadChunk/16+3)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +107,7 @@ func TestCopyOut(t *testing.T) {
 	var n int
 	buf := make([]byte, downloadChunk/2)
 	for {
-		time.Sleep(60 * time.Millisecond) // 16 half chunks: about a second in all
+		time.Sleep(150 * time.Millisecond) // 16 half chunks: about 2.4 s in all
 		m, err := io.ReadFull(resp.Body, buf)
 		n += m
 		if err != nil {

@@ -1,215 +1,32 @@
 package server
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"maps"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
-// fakeLevel is a "process" level whose sandboxes are only records: enough for the manager to
-// fill pools and hand their sandboxes out, and to snapshot and restore them, without root. A
-// sandbox's state is a few named texts, its files; a snapshot's layer is a tar of them.
-type fakeLevel struct {
-	mu   sync.Mutex // guards live, noSnapshots and every sandbox's spec and files
-	live map[string]*fakeSandbox
-	// noSnapshots makes the sandboxes Create makes from now on ones that cannot be snapshotted,
-	// as those of a level without driver.Snapshotter.
-	noSnapshots bool
-}
-
-var (
-	_ driver.Driver   = (*fakeLevel)(nil)
-	_ driver.Restorer = (*fakeLevel)(nil)
-)
-
-func (f *fakeLevel) Name() string { return sandbox.LevelProcess }
-
-func (f *fakeLevel) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Level: sandbox.LevelProcess, Available: true, Features: []string{driver.FeatureSnapshotFilesystem}}
-}
-
-func (f *fakeLevel) Create(_ context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
-	sb := &fakeSandbox{level: f, id: id, spec: spec, files: map[string]string{}}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.live[id] = sb
-	if f.noSnapshots {
-		return plainSandbox{sb}, nil
-	}
-	return sb, nil
-}
-
-// Restore makes sandbox id with the files of a layer fakeSandbox.Snapshot wrote. It reads the
-// layer to its end, where the snapshot store checks its digest, and fails with the reader's
-// error when there is one, as a level must.
-func (f *fakeLevel) Restore(_ context.Context, id string, spec sandbox.Spec, layer io.Reader, _ string) (driver.Sandbox, error) {
-	files, err := readFakeLayer(layer)
-	if err != nil {
-		return nil, err
-	}
-	sb := &fakeSandbox{level: f, id: id, spec: spec, files: files}
-	f.mu.Lock()
-	f.live[id] = sb
-	f.mu.Unlock()
-	return sb, nil
-}
-
-// fakeLayerDir is the top-level directory of a fake layer's entries.
-const fakeLayerDir = "files/"
-
-// readFakeLayer reads a fake layer's files, and the stream to its end.
-func readFakeLayer(r io.Reader) (map[string]string, error) {
-	files := map[string]string{}
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err == nil && hdr.Typeflag == tar.TypeReg {
-			var b []byte
-			b, err = io.ReadAll(tr)
-			files[strings.TrimPrefix(hdr.Name, fakeLayerDir)] = string(b)
-		}
-		if err != nil {
-			// What the reader says (a corrupt snapshot) comes before what the tar made of it.
-			if _, rerr := io.Copy(io.Discard, r); rerr != nil {
-				return nil, rerr
-			}
-			return nil, fmt.Errorf("fake layer: %w", err)
-		}
-	}
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return nil, err
-	}
-	return files, nil
-}
-
-// liveIDs returns the sandboxes created and not destroyed, sorted.
-func (f *fakeLevel) liveIDs() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ids []string
-	for id := range f.live {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-type fakeSandbox struct {
-	level *fakeLevel
-	id    string
-	spec  sandbox.Spec      // guarded by level.mu
-	files map[string]string // guarded by level.mu
-}
-
-var (
-	_ driver.Sandbox     = (*fakeSandbox)(nil)
-	_ driver.Claimer     = (*fakeSandbox)(nil)
-	_ driver.Snapshotter = (*fakeSandbox)(nil)
-)
-
-func (s *fakeSandbox) ID() string { return s.id }
-
-// Exec prints the sandbox's environment as K=V lines, sorted. Three commands (the last word of
-// the command line, e.g. sh -c's script) do something else: "put NAME TEXT" writes a file,
-// "files" prints them as NAME=TEXT lines, sorted, and "sleep DURATION" waits (a long exec).
-func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	var script []string
-	if len(req.Command) > 0 {
-		script = strings.Fields(req.Command[len(req.Command)-1])
-	}
-	if len(script) == 2 && script[0] == "sleep" {
-		d, err := time.ParseDuration(script[1])
-		time.Sleep(d)
-		return sandbox.ExecResult{}, err
-	}
-	s.level.mu.Lock()
-	defer s.level.mu.Unlock()
-	kv := s.spec.Environment
-	switch {
-	case len(script) == 3 && script[0] == "put":
-		s.files[script[1]] = script[2]
-		return sandbox.ExecResult{}, nil
-	case len(script) == 1 && script[0] == "files":
-		kv = s.files
-	}
-	var out strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(kv)) {
-		out.WriteString(k + "=" + kv[k] + "\n")
-	}
-	return sandbox.ExecResult{Stdout: out.String()}, nil
-}
-
-// Snapshot writes the sandbox's files as a tar under fakeLayerDir, in name order and with fixed
-// times, so that equal files make equal layers.
-func (s *fakeSandbox) SavesMemory() bool { return false }
-
-func (s *fakeSandbox) Snapshot(_ context.Context, layer io.Writer, _ string) (bool, error) {
-	s.level.mu.Lock()
-	files := maps.Clone(s.files)
-	s.level.mu.Unlock()
-	tw := tar.NewWriter(layer)
-	epoch := time.Unix(0, 0)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: fakeLayerDir, Mode: 0o755, ModTime: epoch}); err != nil {
-		return false, err
-	}
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: fakeLayerDir + name, Mode: 0o644, Size: int64(len(files[name])), ModTime: epoch}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return false, err
-		}
-		if _, err := io.WriteString(tw, files[name]); err != nil {
-			return false, err
-		}
-	}
-	return false, tw.Close()
-}
-
-func (s *fakeSandbox) Destroy(context.Context) error {
-	s.level.mu.Lock()
-	delete(s.level.live, s.id)
-	s.level.mu.Unlock()
-	return nil
-}
-
-func (s *fakeSandbox) Claim(_ context.Context, spec sandbox.Spec) error {
-	s.level.mu.Lock()
-	s.spec = spec
-	s.level.mu.Unlock()
-	return nil
-}
-
-// plainSandbox is a fake sandbox with only the methods of driver.Sandbox: one of a level that
-// cannot snapshot.
-type plainSandbox struct{ driver.Sandbox }
-
 // poolAPI serves the API over a manager with the fake level and the configuration pools, and
 // returns its URL, a key and the level.
-func poolAPI(t *testing.T, configured ...api.Pool) (url, key string, level *fakeLevel) {
+func poolAPI(t *testing.T, configured ...api.Pool) (url, key string, level *drivertest.Fake) {
 	t.Helper()
 	st, _ := openStore(t)
 	key = adminKey(t, st, "t1")
-	level = &fakeLevel{live: map[string]*fakeSandbox{}}
+	level = drivertest.NewFake()
 	drivers := driver.NewRegistry()
 	drivers.Register(level)
 	log := slog.New(slog.DiscardHandler)
@@ -323,12 +140,12 @@ func TestPoolAPI(t *testing.T) {
 		{name: "not counted", method: "GET", path: "/api/v1/pools/warm", status: 200, check: pool(func(p api.PoolStatus) bool { return p.Claims == 1 && p.Misses == 0 })},
 		{name: "another pool of the same shape", method: "PUT", path: "/api/v1/pools/twin", body: `{` + spec256 + `,"size":1}`,
 			status: 409, code: api.CodeConflict, msg: "same shape"},
-		{name: "remember the ready ones", check: func(t *testing.T, _ []byte) { before = level.liveIDs() }},
+		{name: "remember the ready ones", check: func(t *testing.T, _ []byte) { before = level.Live() }},
 		{name: "resize", method: "PUT", path: "/api/v1/pools/warm", body: `{` + spec256 + `,"size":3}`, status: 200,
 			check: pool(func(p api.PoolStatus) bool { return p.Size == 3 && p.Claims == 1 })},
 		{name: "grows", check: waitFor("warm", func(p api.PoolStatus) bool { return p.Ready == 3 })},
 		{name: "a resize keeps the ready ones", check: func(t *testing.T, _ []byte) {
-			live := level.liveIDs()
+			live := level.Live()
 			for _, id := range before {
 				if !slices.Contains(live, id) {
 					t.Errorf("sandbox %s ended by a resize; live %q", id, live)
@@ -349,7 +166,7 @@ func TestPoolAPI(t *testing.T) {
 		{name: "delete again", method: "DELETE", path: "/api/v1/pools/warm", status: 404, code: api.CodeNotFound},
 		{name: "its unclaimed sandboxes ended", check: func(t *testing.T, _ []byte) {
 			// Left: the claimed one, the cold one and the configured pool's.
-			if live := level.liveIDs(); len(live) != 3 || !slices.Contains(live, claimed) || !slices.Contains(live, cold) {
+			if live := level.Live(); len(live) != 3 || !slices.Contains(live, claimed) || !slices.Contains(live, cold) {
 				t.Errorf("live sandboxes %q; want %s, %s and the configured pool's", live, claimed, cold)
 			}
 		}},
@@ -434,11 +251,11 @@ func TestPoolRecycles(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the pool never filled")
 		}
-		first = level.liveIDs()
+		first = level.Live()
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		p, err := c.Pool(ctx, "short")
-		live := level.liveIDs()
+		live := level.Live()
 		if err == nil && p.Recycled >= 1 && p.Ready == 1 && len(live) == 1 && live[0] != first[0] {
 			return
 		}

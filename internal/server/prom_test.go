@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/manager"
 	airmetrics "github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/metrics/metricstest"
@@ -26,7 +27,7 @@ func TestPromMetrics(t *testing.T) {
 	st, keys := openStore(t, "t1")
 	key := keys[0]
 	drivers := driver.NewRegistry()
-	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
+	drivers.Register(drivertest.NewFake())
 	log := slog.New(slog.DiscardHandler)
 	mx := airmetrics.New()
 	m := manager.New(manager.Config{Metrics: mx, DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)

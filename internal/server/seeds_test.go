@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/tenancy"
@@ -22,12 +23,12 @@ import (
 
 // containerFake is the fake level of pools_test.go under the container level's name: the seeds'
 // requests name that level.
-type containerFake struct{ *fakeLevel }
+type containerFake struct{ *drivertest.Fake }
 
 func (containerFake) Name() string { return sandbox.LevelContainer }
 
 func (c containerFake) Capabilities() driver.Capabilities {
-	caps := c.fakeLevel.Capabilities()
+	caps := c.Fake.Capabilities()
 	caps.Level = sandbox.LevelContainer
 	return caps
 }
@@ -39,7 +40,7 @@ func seedAPI(t *testing.T, cfg Config, mcfg manager.Config) (url, key string) {
 	t.Helper()
 	st, keys := openStore(t, "t1")
 	drivers := driver.NewRegistry()
-	drivers.Register(containerFake{&fakeLevel{live: map[string]*fakeSandbox{}}})
+	drivers.Register(containerFake{drivertest.NewFake()})
 	log := slog.New(slog.DiscardHandler)
 	mcfg.SnapshotDir = filepath.Join(t.TempDir(), "snapshots")
 	mcfg.Grants = &tenancy.Grants{Images: tenancy.Images{Allowed: []string{"docker.io/agentcop/*"}},

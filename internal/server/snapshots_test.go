@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -196,13 +197,13 @@ func TestSnapshotOpenAPI(t *testing.T) {
 }
 
 // snapshotAPI serves the API over a real manager, store and snapshot store, with the fake level
-// of pools_test.go and cfg, and returns its URL, a key of tenant t1 and one of t2, the level and
+// (drivertest.Fake) and cfg, and returns its URL, a key of tenant t1 and one of t2, the level and
 // the snapshot directory.
-func snapshotAPI(t *testing.T, cfg manager.Config) (url, key, other string, level *fakeLevel, dir string) {
+func snapshotAPI(t *testing.T, cfg manager.Config) (url, key, other string, level *drivertest.Fake, dir string) {
 	t.Helper()
 	st, keys := openStore(t, "t1", "t2")
 	key, other = keys[0], keys[1]
-	level = &fakeLevel{live: map[string]*fakeSandbox{}}
+	level = drivertest.NewFake()
 	drivers := driver.NewRegistry()
 	drivers.Register(level)
 	log := slog.New(slog.DiscardHandler)
@@ -372,14 +373,8 @@ func TestSnapshotAPI(t *testing.T) {
 		{name: "terminated sandbox", method: "POST", path: "/api/v1/sandboxes/{gone}/snapshots", status: 409, code: api.CodeConflict, msg: "terminated"},
 		terminated("terminated sandbox: its status", "POST", "/api/v1/sandboxes/{gone}/snapshots", ``),
 		{name: "a level that cannot snapshot", check: func(t *testing.T, _ []byte) {
-			level.mu.Lock()
-			level.noSnapshots = true
-			level.mu.Unlock()
-			defer func() {
-				level.mu.Lock()
-				level.noSnapshots = false
-				level.mu.Unlock()
-			}()
+			level.SetSnapshots(false)
+			defer level.SetSnapshots(true)
 			if status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`); status != 201 {
 				t.Fatalf("create: %d %+v", status, env.Error)
 			} else {
@@ -427,7 +422,7 @@ func TestSnapshotAPI(t *testing.T) {
 			}
 		}},
 		{name: "the restore replaced the level's sandbox", check: func(t *testing.T, _ []byte) {
-			if ids := level.liveIDs(); !slices.Contains(ids, vars["a"]+"-r1") || slices.Contains(ids, vars["a"]) {
+			if ids := level.Live(); !slices.Contains(ids, vars["a"]+"-r1") || slices.Contains(ids, vars["a"]) {
 				t.Errorf("live %q, want %s-r1 in place of %[2]s", ids, vars["a"])
 			}
 		}},
@@ -545,7 +540,7 @@ func TestSnapshotAPI(t *testing.T) {
 			if err := os.WriteFile(p, bad, 0o400); err != nil {
 				t.Fatal(err)
 			}
-			live = level.liveIDs()
+			live = level.Live()
 		}},
 		put("a", "marker", "after"),
 		{name: "restore a corrupt snapshot", method: "POST", path: sbxA + "/restore", body: `{"snapshotId":"{s1}"}`,
@@ -560,7 +555,7 @@ func TestSnapshotAPI(t *testing.T) {
 		{name: "create from a corrupt snapshot", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{s1}"}`,
 			status: 409, code: api.CodeConflict, msg: "corrupt"},
 		{name: "nothing made", check: func(t *testing.T, _ []byte) {
-			if now := level.liveIDs(); !slices.Equal(now, live) {
+			if now := level.Live(); !slices.Equal(now, live) {
 				t.Errorf("live %q after refused restores, was %q", now, live)
 			}
 		}},
@@ -629,7 +624,7 @@ func TestSnapshotQuota(t *testing.T) {
 		}},
 		{name: "fork 3 does not", method: "POST", path: "/api/v1/sandboxes/{id}/fork", body: `{"count":3}`, status: 429, code: api.CodeQuotaExceeded, field: "quota.maxSandboxes", msg: "live sandboxes"},
 		{name: "none left live", check: func(t *testing.T, _ []byte) {
-			if live := level.liveIDs(); !slices.Equal(live, []string{id}) {
+			if live := level.Live(); !slices.Equal(live, []string{id}) {
 				t.Errorf("live %q, want only %s", live, id)
 			}
 		}},
@@ -655,7 +650,7 @@ func TestSnapshotsUnavailable(t *testing.T) {
 	st, keys := openStore(t, "t1")
 	key := keys[0]
 	drivers := driver.NewRegistry()
-	drivers.Register(&fakeLevel{live: map[string]*fakeSandbox{}})
+	drivers.Register(drivertest.NewFake())
 	log := slog.New(slog.DiscardHandler)
 	m := manager.New(manager.Config{DefaultIsolation: sandbox.LevelProcess}, drivers, st, log)
 	t.Cleanup(m.Close)
@@ -802,7 +797,7 @@ func TestSnapshotAPIClient(t *testing.T) {
 	if ce, _ := errors.AsType[*client.Error](func() error { _, err := c.Snapshot(ctx, root.ID, api.SnapshotRequest{}); return err }()); ce == nil || ce.Status != api.StatusTerminated {
 		t.Errorf("snapshot of a terminated sandbox: %+v, want its status", ce)
 	}
-	live := len(level.liveIDs())
+	live := len(level.Live())
 	if d, err := c.DeleteSnapshot(ctx, s2.ID); err != nil || d.ID != s2.ID || d.Name != "second" {
 		t.Errorf("DeleteSnapshot = %+v, %v", d, err)
 	}
@@ -812,7 +807,7 @@ func TestSnapshotAPIClient(t *testing.T) {
 	if _, err := c.GetSnapshot(ctx, s2.ID); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("GetSnapshot of a deleted one: %v", err)
 	}
-	if n := len(level.liveIDs()); n != live {
+	if n := len(level.Live()); n != live {
 		t.Errorf("%d live sandboxes after a delete, had %d: a snapshot's sandboxes do not depend on it", n, live)
 	}
 	if got := files(from.ID); got != "f=v2\n" {

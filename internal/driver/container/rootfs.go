@@ -84,12 +84,39 @@ func listenControl(b *bundle, initHostUID int) (*net.UnixListener, error) {
 var writable = []string{"/tmp", "/workspace"}
 
 // assemble builds the root filesystem on the host. lowers are an image's layer directories, top
-// first; none means the host template t.
+// first; none means the host template t. hostID maps a sandbox uid to the host's.
 func (b *bundle) assemble(spec sandbox.Spec, t hosttemplate.Template, lowers []string, nameFiles map[string]string, initPath string, hostID func(int) int) error {
-	if err := os.MkdirAll(b.layer, 0o711); err != nil {
+	image := len(lowers) > 0
+	if err := b.mountLayer(spec.Resources.DiskMB); err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("size=%d,mode=0755", spec.Resources.DiskMB<<20)
+	if image {
+		if err := b.imageBase(lowers, nameFiles); err != nil {
+			return err
+		}
+	} else if err := b.templateBase(t); err != nil {
+		return err
+	}
+	dirs, err := writableDirs(spec, t, !image)
+	if err != nil {
+		return err
+	}
+	if err := b.makeWritable(dirs, sandboxUID(spec), hostID); err != nil {
+		return err
+	}
+	if err := b.makeInitDir(hostID); err != nil {
+		return err
+	}
+	return b.mountRoot(spec, t, !image, dirs, initPath)
+}
+
+// mountLayer mounts the writable layer, a tmpfs of diskMb, fills it from the snapshot being
+// restored (b.seed), and makes its shm directory.
+func (b *bundle) mountLayer(diskMB int64) error {
+	if err := os.MkdirAll(b.layer, 0o711); err != nil {
+		return fmt.Errorf("writable layer: %w", err)
+	}
+	opts := fmt.Sprintf("size=%d,mode=0755", diskMB<<20)
 	if err := unix.Mount("tmpfs", b.layer, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
 	}
@@ -98,104 +125,151 @@ func (b *bundle) assemble(spec sandbox.Spec, t hosttemplate.Template, lowers []s
 			return fmt.Errorf("restore the snapshot's layer: %w", err)
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(b.layer, "shm"), 0o1777); err != nil {
-		return err
+	if err := mkdirMode(filepath.Join(b.layer, "shm"), 0o777|os.ModeSticky); err != nil {
+		return fmt.Errorf("writable layer: %w", err)
 	}
-	os.Chmod(filepath.Join(b.layer, "shm"), 0o777|os.ModeSticky)
-	if len(lowers) == 0 {
-		b.base = filepath.Join(b.layer, "root")
-		if err := skeleton(b.base, t); err != nil {
+	return nil
+}
+
+// templateBase makes the base a skeleton of the host template's mount points in the layer.
+func (b *bundle) templateBase(t hosttemplate.Template) error {
+	b.base = filepath.Join(b.layer, "root")
+	return skeleton(b.base, t)
+}
+
+// imageBase makes the base an overlay of the image's layers under the writable layer, with the
+// files airlock names the sandbox by (nameFiles: /etc/hostname, /etc/hosts, ...) and the mount
+// points the runtime needs.
+func (b *bundle) imageBase(lowers []string, nameFiles map[string]string) error {
+	b.base = filepath.Join(b.dir, "overlay")
+	for _, d := range []string{b.base, b.layer + "/upper", b.layer + "/work"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("image overlay: %w", err)
+		}
+	}
+	o := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + b.layer + "/upper,workdir=" + b.layer + "/work"
+	if err := unix.Mount("overlay", b.base, "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
+		return fmt.Errorf("mount image layers: %w", err)
+	}
+	for p, content := range nameFiles {
+		dst, err := fsroot.ResolveIn(b.base, p)
+		if err != nil {
 			return err
 		}
-	} else {
-		b.base = filepath.Join(b.dir, "overlay")
-		for _, d := range []string{b.base, b.layer + "/upper", b.layer + "/work"} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
 		}
-		o := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + b.layer + "/upper,workdir=" + b.layer + "/work"
-		if err := unix.Mount("overlay", b.base, "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
-			return fmt.Errorf("mount image layers: %w", err)
+		// A symlink (resolv.conf → ../run/...) is replaced, never followed.
+		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("write %s: %w", p, err)
 		}
-		for p, content := range nameFiles {
-			dst, err := fsroot.ResolveIn(b.base, p)
-			if err != nil {
-				return err
-			}
-			os.MkdirAll(filepath.Dir(dst), 0o755)
-			os.Remove(dst) // a symlink (resolv.conf → ../run/...) is replaced, never followed
-			if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", p, err)
-			}
-		}
-		for _, d := range []string{"/proc", "/dev/shm", "/dev/pts", "/etc"} {
-			if p, err := fsroot.ResolveIn(b.base, d); err == nil {
-				os.MkdirAll(p, 0o755)
-			}
+		if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
 		}
 	}
-	uid := 0
-	home := "/root"
-	if spec.User != sandbox.UserRoot {
-		uid, home = sandbox.AgentUID, "/home/agent"
+	for _, d := range []string{"/proc", "/dev/shm", "/dev/pts", "/etc"} {
+		p, err := fsroot.ResolveIn(b.base, d)
+		if err != nil {
+			return fmt.Errorf("mount point %s: %w", d, err)
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("mount point %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// sandboxUID is the uid the sandbox's commands run as.
+func sandboxUID(spec sandbox.Spec) int {
+	if spec.User == sandbox.UserRoot {
+		return 0
+	}
+	return sandbox.AgentUID
+}
+
+// writableDirs are the sandbox paths of the writable layer: /tmp, /workspace, the user's home,
+// the workdir and filesystem.readWrite (except those inside a writable bind, writable already).
+// hostTemplate says the root is the host template's, whose directories are read-only.
+func writableDirs(spec sandbox.Spec, t hosttemplate.Template, hostTemplate bool) ([]string, error) {
+	home := "/home/agent"
+	if spec.User == sandbox.UserRoot {
+		home = "/root"
 	}
 	dirs := append(append([]string{}, writable...), home)
 	if !slices.Contains(dirs, spec.Workdir) {
 		dirs = append(dirs, spec.Workdir)
 	}
 	for i, p := range spec.Filesystem.ReadWrite {
-		if bound, err := writablePath(fmt.Sprintf("filesystem.readWrite[%d]", i), p, spec, t, len(lowers) == 0); err != nil {
-			return err
-		} else if !bound && !slices.Contains(dirs, p) {
+		bound, err := writablePath(fmt.Sprintf("filesystem.readWrite[%d]", i), p, spec, t, hostTemplate)
+		if err != nil {
+			return nil, err
+		}
+		if !bound && !slices.Contains(dirs, p) {
 			dirs = append(dirs, p)
 		}
 	}
+	return dirs, nil
+}
+
+// makeWritable makes the writable directories in the base, owned by the sandbox's user (uid);
+// /tmp is root's, world-writable and sticky.
+func (b *bundle) makeWritable(dirs []string, uid int, hostID func(int) int) error {
 	for _, d := range dirs {
 		p, err := fsroot.ResolveIn(b.base, d)
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(p, 0o755); err != nil {
+		if d == "/tmp" {
+			err = mkdirOwned(p, 0o777|os.ModeSticky, hostID(0))
+		} else {
+			err = mkdirOwned(p, 0, hostID(uid))
+		}
+		if err != nil {
 			return fmt.Errorf("writable directory %s: %w", d, err)
 		}
-		if d == "/tmp" {
-			os.Chmod(p, 0o777|os.ModeSticky)
-			os.Lchown(p, hostID(0), hostID(0))
-		} else {
-			os.Lchown(p, hostID(uid), hostID(uid))
-		}
 	}
+	return nil
+}
+
+// makeInitDir makes /.airlock in the base, with the mount point of airlock's init and, for a
+// runtime whose init dials the host, the directory of its control socket, init's alone.
+func (b *bundle) makeInitDir(hostID func(int) int) error {
 	initDir, err := fsroot.ResolveIn(b.base, "/.airlock")
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(initDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("init directory: %w", err)
 	}
 	if err := touch(filepath.Join(initDir, "airlock-init")); err != nil {
-		return err
+		return fmt.Errorf("init mount point: %w", err)
 	}
-	if b.control != "" {
-		if err := os.MkdirAll(filepath.Join(initDir, filepath.Base(controlDir)), 0o755); err != nil {
-			return err
-		}
-		if err := os.Mkdir(b.control, 0o700); err != nil {
-			return err
-		}
-		if err := os.Lchown(b.control, hostID(guest.InitUID), hostID(guest.InitUID)); err != nil {
-			return err
-		}
+	if b.control == "" {
+		return nil
 	}
+	if err := os.MkdirAll(filepath.Join(initDir, filepath.Base(controlDir)), 0o755); err != nil {
+		return fmt.Errorf("control mount point: %w", err)
+	}
+	if err := os.Mkdir(b.control, 0o700); err != nil {
+		return fmt.Errorf("control directory: %w", err)
+	}
+	if err := os.Lchown(b.control, hostID(guest.InitUID), hostID(guest.InitUID)); err != nil {
+		return fmt.Errorf("control directory: %w", err)
+	}
+	return nil
+}
 
-	// The root: base, read-only; then what goes on top of it.
+// mountRoot makes the sandbox's root at b.rootfs: the base, read-only; for the host template its
+// system directories, the operator's paths and /etc; the writable directories; airlock's init and
+// its control directory; the user's mounts; then the read-only and blocked paths on top.
+func (b *bundle) mountRoot(spec sandbox.Spec, t hosttemplate.Template, hostTemplate bool, dirs []string, initPath string) error {
 	if err := os.MkdirAll(b.rootfs, 0o755); err != nil {
-		return err
+		return fmt.Errorf("root: %w", err)
 	}
 	if err := bindRO(b.base, b.rootfs, true); err != nil {
 		return fmt.Errorf("bind root: %w", err)
 	}
-	if len(lowers) == 0 {
+	if hostTemplate {
 		for _, d := range t.Dirs {
 			if err := bindAt(b.rootfs, d, d, true); err != nil {
 				return err
@@ -209,7 +283,10 @@ func (b *bundle) assemble(spec sandbox.Spec, t hosttemplate.Template, lowers []s
 		}
 	}
 	for _, d := range dirs {
-		src, _ := fsroot.ResolveIn(b.base, d)
+		src, err := fsroot.ResolveIn(b.base, d)
+		if err != nil {
+			return err
+		}
 		if err := bindAt(b.rootfs, src, d, false); err != nil {
 			return err
 		}
@@ -238,6 +315,28 @@ func (b *bundle) assemble(spec sandbox.Spec, t hosttemplate.Template, lowers []s
 		}
 	}
 	return nil
+}
+
+// mkdirMode makes directory p (and its parents) and gives it mode, which the umask may have
+// narrowed (or which p had otherwise). Its errors name the host path.
+func mkdirMode(p string, mode os.FileMode) error {
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(p, mode)
+}
+
+// mkdirOwned makes directory p (and its parents), gives it mode unless it is 0 (0755 then, or
+// what p had), and makes it host uid's (and its group's). Its errors name the host path.
+func mkdirOwned(p string, mode os.FileMode, uid int) error {
+	if mode == 0 {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	} else if err := mkdirMode(p, mode); err != nil {
+		return err
+	}
+	return os.Lchown(p, uid, uid)
 }
 
 // hostPaths covers the template's hidden directories with an empty one, binds the operator's
