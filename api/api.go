@@ -1,4 +1,4 @@
-// Package api holds the wire types of airlock's HTTP API (SPEC §6): what the daemon accepts and
+// Package api holds the wire types of airlock's HTTP API (docs/api.md#http-api): what the daemon accepts and
 // returns, shared by the daemon and the Go SDK (package client). It imports only the standard
 // library, so that any Go program can use it.
 package api
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Isolation levels (SPEC §1).
+// Isolation levels (docs/levels.md#isolation-levels).
 const (
 	LevelProcess   = "process"
 	LevelContainer = "container"
@@ -18,7 +18,7 @@ const (
 	LevelEnclave   = "enclave"
 )
 
-// Egress policies (SPEC §4).
+// Egress policies (docs/network.md#network-policy).
 const (
 	EgressNone       = "none"
 	EgressRestricted = "restricted"
@@ -32,7 +32,7 @@ const (
 )
 
 // Spec is everything a sandbox is created with: the body of POST /api/v1/sandboxes. The zero value
-// of every field means "the default" (SPEC §2).
+// of every field means "the default" (docs/levels.md#resources-and-limits).
 type Spec struct {
 	Name      string `json:"name,omitempty"`
 	Isolation string `json:"isolation,omitempty"`
@@ -58,7 +58,7 @@ type Spec struct {
 	// equal them); its environment and metadata are the snapshot's, merged under the request's.
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
 
-	// Binds and RootDir are host paths, which only the operator names (SPEC §0): the one-shot
+	// Binds and RootDir are host paths, which only the operator names (docs/security.md#who-is-trusted-with-what): the one-shot
 	// `airlock run` sets them from --ro/--rw/--rootfs, and the daemon from the volumes and the
 	// template it granted. They never cross the API in either direction.
 	Binds   []Bind `json:"-"`
@@ -80,7 +80,7 @@ type Bind struct {
 	ReadOnly bool
 }
 
-// Resources are the limits of SPEC §2. Zero means the default; a value above the maximum is an
+// Resources are the limits of docs/levels.md#resources-and-limits. Zero means the default; a value above the maximum is an
 // error, never clamped.
 type Resources struct {
 	CPU          VCPU  `json:"cpu,omitempty"`          // vCPUs: "2.0" or 2 in, "2.0" out
@@ -95,7 +95,7 @@ type Resources struct {
 	GPUEnabled bool `json:"gpuEnabled,omitempty"`
 }
 
-// Network is the egress policy of SPEC §4.
+// Network is the egress policy of docs/network.md#network-policy.
 type Network struct {
 	EgressPolicy string `json:"egressPolicy,omitempty"`
 	// AllowedDomains are the names a restricted sandbox may reach: "example.com" (that name
@@ -135,7 +135,7 @@ type Timeout struct {
 	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
 }
 
-// Sandbox states (SPEC §5).
+// Sandbox states (docs/daemon.md#lifecycle).
 const (
 	StatusProvisioning = "provisioning"
 	StatusReady        = "ready"
@@ -229,7 +229,7 @@ type ResourceUsage struct {
 	NetworkEgressBytes int64   `json:"networkEgressBytes"`
 }
 
-// ExecResult is the exec result object of SPEC §6.
+// ExecResult is the exec result object of docs/api.md#http-api.
 type ExecResult struct {
 	ExecutionID string `json:"executionId"`
 	ExitCode    int    `json:"exitCode"`

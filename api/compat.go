@@ -1,6 +1,6 @@
 package api
 
-// The compatibility surface of SPEC §6 (seed 002), for agents written against the /api/sandbox
+// The compatibility surface of docs/api.md#http-api (seed 002), for agents written against the /api/sandbox
 // routes. It answers bare objects in snake_case, not the {ok, data} envelope: a success is the
 // object itself, a failure {"error": {"code", "message", "field"}} (CompatError) with the same
 // codes and HTTP statuses as the rest of the API, and a delete 204 with no body.
@@ -49,8 +49,8 @@ type CompatResources struct {
 	Timeout int64  `json:"timeout,omitempty"`
 }
 
-// Statuses of the compatibility surface (seed 002): provisioning, ready and running as in SPEC
-// §5; destroyed for terminated (and completed: its agent finished, nothing more runs in it);
+// Statuses of the compatibility surface (seed 002): provisioning, ready and running as in
+// docs/daemon.md#lifecycle; destroyed for terminated (and completed: its agent finished, nothing more runs in it);
 // error for failed. A paused sandbox shows running.
 const (
 	CompatStatusDestroyed = "destroyed"

@@ -74,7 +74,7 @@ type LevelCapability struct {
 type Key struct {
 	ID        string     `json:"id"`
 	Tenant    string     `json:"tenant"`
-	Admin     bool       `json:"admin,omitempty"` // an operator's key (SPEC §0)
+	Admin     bool       `json:"admin,omitempty"` // an operator's key (docs/security.md#who-is-trusted-with-what)
 	CreatedAt time.Time  `json:"createdAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
@@ -108,7 +108,7 @@ type TemplateInfo struct {
 	Tenants []string `json:"tenants,omitempty"`
 }
 
-// Quota is a tenant's bounds (SPEC §0); a zero field is unbounded.
+// Quota is a tenant's bounds (docs/security.md#who-is-trusted-with-what); a zero field is unbounded.
 type Quota struct {
 	// Plan names the plan (config tenants.plans; "free" is built in: 3 sandboxes, seed 002)
 	// whose quota fills the fields left at zero here.

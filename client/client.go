@@ -1,4 +1,4 @@
-// Package client is the Go SDK of airlock's HTTP API (SPEC §6): create sandboxes, run commands in
+// Package client is the Go SDK of airlock's HTTP API (docs/api.md#http-api): create sandboxes, run commands in
 // them (to completion or interactively), stream their logs and move files in and out.
 //
 // It imports only the standard library and airlock's wire types (package api). Every method takes

@@ -8,7 +8,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 )
 
-// Error is a request the daemon refused or failed: the error envelope of SPEC §6
+// Error is a request the daemon refused or failed: the error envelope of docs/api.md#http-api
 // ({"ok": false, "error": {code, message, field, status}}) and the HTTP status it came with.
 type Error struct {
 	StatusCode int    // HTTP status, e.g. 404

@@ -7,7 +7,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 )
 
-// What the operator lends tenants (SPEC §0): volumes and templates are named in the daemon's
+// What the operator lends tenants (docs/security.md#who-is-trusted-with-what): volumes and templates are named in the daemon's
 // configuration, and a tenant key lists those it may use; an admin key lists them all, with
 // their host paths. A create naming one not granted is ErrForbidden (Code volume_not_granted,
 // template_not_granted).

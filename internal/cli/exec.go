@@ -79,7 +79,7 @@ func parseExec(r *remote, args []string) (o execOptions, code int) {
 	fs.Var(&envs, "env", "K=V environment variable (repeatable)")
 	fs.StringVar(&o.req.Workdir, "workdir", "", "working directory (default the sandbox's)")
 	fs.Var(durationFlag{&timeout}, "timeout", "kill the command after this long, e.g. 30s")
-	fs.BoolVar(&o.asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
+	fs.BoolVar(&o.asJSON, "json", false, "print the exec result object (docs/api.md#http-api) instead of streaming output")
 	pos, code := r.parse(expanded, false)
 	if code >= 0 {
 		return o, code

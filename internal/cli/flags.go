@@ -121,7 +121,7 @@ type specFlags struct {
 	envs, ro, rw, allow, block, creds, volumes listFlag
 	allowLocal                                 bool
 	// host: --ro/--rw name host paths and --rootfs exists (run, the operator's shell); otherwise
-	// --ro/--rw are paths inside the sandbox and host directories enter as --volume (SPEC §7).
+	// --ro/--rw are paths inside the sandbox and host directories enter as --volume (docs/cli.md#command-line).
 	host bool
 }
 

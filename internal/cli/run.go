@@ -149,7 +149,7 @@ func parseRun(e *env, args []string) (ra runArgs, code int) {
 	sf.register(fs, spec)
 	ra.timeout = time.Duration(sandbox.Limits.MaxDuration.Default) * time.Second
 	fs.Var(durationFlag{&ra.timeout}, "timeout", "kill the command after this long, e.g. 30s")
-	fs.BoolVar(&ra.asJSON, "json", false, "print the exec result object (SPEC §6) instead of streaming output")
+	fs.BoolVar(&ra.asJSON, "json", false, "print the exec result object (docs/api.md#http-api) instead of streaming output")
 	fs.BoolVar(&ra.networkLog, "network-log", false, "print every network decision to stderr, not only denials")
 	fs.StringVar(&ra.host.configFile, "config", "", "configuration file (JSON; see docs/configuration.md)")
 	fs.Usage = func() {} // printed below, once, for -h

@@ -54,7 +54,7 @@ type Config struct {
 	// Server bounds the API's connections and requests, so that clients without a key cannot
 	// exhaust the daemon's file descriptors, memory or time.
 	Server ServerConfig `json:"server"`
-	// Volumes are host directories the operator lends tenants by name (SPEC §3): a create's
+	// Volumes are host directories the operator lends tenants by name (docs/levels.md#filesystem): a create's
 	// volumes: [{name, path, readOnly}] mounts one the tenant was granted. The only way a host
 	// path enters a sandbox through the API.
 	Volumes map[string]VolumeConfig `json:"volumes"`
@@ -80,7 +80,7 @@ type Config struct {
 type DefaultsConfig struct {
 	// Isolation is the level of a sandbox whose create names none, through the API (both
 	// surfaces), `airlock create` and `airlock run`: container (the default, gVisor's runsc,
-	// SPEC §1), process, wasm, microvm or enclave. A level this host lacks is not replaced by
+	// docs/levels.md#isolation-levels), process, wasm, microvm or enclave. A level this host lacks is not replaced by
 	// another: such a create is refused (422) saying how to fix it.
 	Isolation string `json:"isolation"`
 }
@@ -100,7 +100,7 @@ type TemplateConfig struct {
 	Tenants []string `json:"tenants"`
 }
 
-// TenantsConfig holds the tenants' quotas (SPEC §0). A quota field left at zero takes its
+// TenantsConfig holds the tenants' quotas (docs/security.md#who-is-trusted-with-what). A quota field left at zero takes its
 // plan's (quota.plan, or else Defaults.plan), then the default's; Defaults' own zero fields are
 // filled by Default().
 type TenantsConfig struct {

@@ -129,7 +129,7 @@ type Claimer interface {
 	Claim(ctx context.Context, spec sandbox.Spec) error
 }
 
-// Snapshotter is a sandbox whose state can be saved (SPEC §6 snapshots). The sandbox goes on
+// Snapshotter is a sandbox whose state can be saved (docs/api.md#http-api snapshots). The sandbox goes on
 // running: it is frozen while its layer is read, so the layer is one instant's, and a paused
 // sandbox stays paused.
 type Snapshotter interface {

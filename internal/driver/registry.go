@@ -75,7 +75,7 @@ func (r *Registry) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Report returns the capabilities of every level of SPEC §1 in order, built in or not: a level
+// Report returns the capabilities of every level of docs/levels.md#isolation-levels in order, built in or not: a level
 // this airlock lacks is reported unavailable, saying so. Doctor and the API both show it.
 func (r *Registry) Report() []Capabilities {
 	out := make([]Capabilities, 0, len(sandbox.Levels))

@@ -54,7 +54,7 @@ func TestReport(t *testing.T) {
 	r.Register(fake{"process", Capabilities{Level: "process", Available: true}})
 	rep := r.Report()
 	if len(rep) != len(sandbox.Levels) {
-		t.Fatalf("%d levels reported, want every level of SPEC §1", len(rep))
+		t.Fatalf("%d levels reported, want every level of docs/levels.md#isolation-levels", len(rep))
 	}
 	for i, c := range rep {
 		if c.Level != sandbox.Levels[i] || c.Available != (c.Level == "process") {

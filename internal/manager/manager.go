@@ -1,5 +1,5 @@
 // Package manager owns the daemon's live sandboxes: it creates them through the drivers, moves
-// them through the lifecycle of SPEC §5 (recording every transition in the store before it is
+// them through the lifecycle of docs/daemon.md#lifecycle (recording every transition in the store before it is
 // acknowledged), runs execs, enforces timeouts and quotas, and recovers after a crash.
 package manager
 

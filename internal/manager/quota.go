@@ -11,7 +11,7 @@ import (
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
-// What a tenant may use and how much (SPEC §0): the operator's grants checked at create, and
+// What a tenant may use and how much (docs/security.md#who-is-trusted-with-what): the operator's grants checked at create, and
 // the quotas of live sandboxes.
 
 // admit refuses a tenant's spec that uses what the operator did not grant it: a volume, a

@@ -1,6 +1,6 @@
 package manager
 
-// Snapshots (SPEC §6): a sandbox's writable layer, environment, working directory and metadata,
+// Snapshots (docs/api.md#http-api): a sandbox's writable layer, environment, working directory and metadata,
 // and, where the level can, its processes, saved under an id; restored into the same sandbox, or
 // into new ones (a create with fromSnapshot, a fork). The content lives in the snapshot store
 // (internal/snapshot: compressed, content-addressed, checked on every read), the records in the
@@ -48,7 +48,7 @@ func (m *Manager) blobs() (*snapshot.Store, error) {
 // SnapshotsAvailable reports whether the daemon has a snapshot store.
 func (m *Manager) SnapshotsAvailable() bool { return m.snaps != nil }
 
-// Snapshot saves sandbox id's state (SPEC §6). The sandbox goes on as it was (a paused one stays
+// Snapshot saves sandbox id's state (docs/api.md#http-api). The sandbox goes on as it was (a paused one stays
 // paused); it stands still only while its layer is read.
 func (m *Manager) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
 	if len(req.Name) > maxSnapshotName {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// storedBytes counts what the store keeps for each tenant that the tenant can grow (SPEC §0):
+// storedBytes counts what the store keeps for each tenant that the tenant can grow (docs/security.md#who-is-trusted-with-what):
 // exec output and snapshots. Past the tenant's maxStoredMb the oldest execs' output is dropped
 // (their records stay, marked outputDropped) and new snapshots are refused; snapshots are never
 // dropped behind the tenant's back.

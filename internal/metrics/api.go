@@ -13,7 +13,7 @@ const (
 )
 
 // Unauthenticated counts one API request refused with 401. Such requests are counted, never
-// stored (SPEC §0): a stranger must not be able to grow the database.
+// stored (docs/security.md#who-is-trusted-with-what): a stranger must not be able to grow the database.
 func (m *Metrics) Unauthenticated(reason string) {
 	if m == nil {
 		return

@@ -1,4 +1,4 @@
-// Package netpolicy is SPEC §4 as data: a sandbox's network policy compiled once (Compile) and
+// Package netpolicy is docs/network.md#network-policy as data: a sandbox's network policy compiled once (Compile) and
 // asked, by the egress proxy and the DNS server, whether a name may be reached (Name), whether an
 // address may be connected to (Addr) and which headers to add for a host (Credentials). It does
 // no I/O; every answer names the rule that decided it, for the sandbox's events.

@@ -44,7 +44,7 @@ type ExecRequest struct {
 // Winsize is a terminal's size in characters.
 type Winsize struct{ Rows, Cols uint16 }
 
-// Limit event types (SPEC §2): every limit that is hit is reported with one of these.
+// Limit event types (docs/levels.md#resources-and-limits): every limit that is hit is reported with one of these.
 const (
 	EventLimitMemory  = "limit.memory"
 	EventLimitPids    = "limit.pids"
@@ -61,7 +61,7 @@ type (
 	ExecResult    = api.ExecResult
 )
 
-// Exit codes with a fixed meaning (SPEC §7).
+// Exit codes with a fixed meaning (docs/cli.md#command-line).
 const (
 	ExitTimeout    = 124 // the timeout killed the command
 	ExitSetupError = 125 // the sandbox could not be set up

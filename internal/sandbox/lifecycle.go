@@ -8,7 +8,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 )
 
-// The lifecycle of SPEC §5:
+// The lifecycle of docs/daemon.md#lifecycle:
 //
 //	provisioning → ready → running → (paused ⇄ running) → completed | failed → terminated
 //	ready → terminated; ready → paused; any non-terminal state → failed → terminated

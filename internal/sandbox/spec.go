@@ -15,7 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/netpolicy"
 )
 
-// Isolation levels of SPEC §1.
+// Isolation levels of docs/levels.md#isolation-levels.
 const (
 	LevelProcess   = api.LevelProcess
 	LevelContainer = api.LevelContainer
@@ -30,15 +30,15 @@ const (
 	RuntimeRunc  = "runc"
 )
 
-// DefaultIsolation is the level of a sandbox whose spec names none (SPEC §1, seed 000): gVisor's
+// DefaultIsolation is the level of a sandbox whose spec names none (docs/levels.md#isolation-levels, seed 000): gVisor's
 // container. The operator may configure another (defaults.isolation); the daemon and `airlock
 // run` fill it in before SetDefaults, which falls back to this one.
 const DefaultIsolation = LevelContainer
 
-// Levels are the isolation levels of SPEC §1, in the order they are presented.
+// Levels are the isolation levels of docs/levels.md#isolation-levels, in the order they are presented.
 var Levels = []string{LevelProcess, LevelContainer, LevelWasm, LevelMicroVM, LevelEnclave}
 
-// Egress policies of SPEC §4.
+// Egress policies of docs/network.md#network-policy.
 const (
 	EgressNone       = api.EgressNone
 	EgressRestricted = api.EgressRestricted
@@ -80,7 +80,7 @@ type Limit struct {
 	Unit         string
 }
 
-// Limits is SPEC §2 as data, so that validation, defaults, flags and docs agree.
+// Limits is docs/levels.md#resources-and-limits as data, so that validation, defaults, flags and docs agree.
 var Limits = struct {
 	CPU, MemoryMB, DiskMB, NetworkMbps, MaxProcesses, MaxOpenFiles, MaxDuration, IdleTimeout Limit
 }{
@@ -207,7 +207,7 @@ const GPUUnavailableReason = "none of airlock's isolation levels (process, conta
 	"send gpuEnabled false or leave it out"
 
 // TemplateHost is the default template: the host's /usr, /bin and /lib* read-only, a generated
-// /etc (SPEC §3).
+// /etc (docs/levels.md#filesystem).
 const TemplateHost = "host"
 
 // validateFiles checks the sandbox's file tree: filesystem paths and volume mounts are paths

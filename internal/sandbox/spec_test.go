@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 	}
 	r := s.Resources
 	if r.CPU != 1 || r.MemoryMB != 2048 || r.DiskMB != 5120 || r.NetworkMbps != 100 || r.MaxProcesses != 64 || r.MaxOpenFiles != 1024 {
-		t.Fatalf("resource defaults %+v differ from SPEC §2", r)
+		t.Fatalf("resource defaults %+v differ from docs/levels.md#resources-and-limits", r)
 	}
 	if s.Timeout.MaxDurationSeconds != 3600 || s.Timeout.IdleTimeoutSeconds != 300 || s.User != UserAgent ||
 		s.Isolation != LevelContainer || s.Network.EgressPolicy != EgressNone || !*s.Network.BlockLocalNetwork {

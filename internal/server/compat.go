@@ -12,7 +12,7 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
-// The compatibility surface of SPEC §6 (seed 002) maps the /api/sandbox routes onto the same
+// The compatibility surface of docs/api.md#http-api (seed 002) maps the /api/sandbox routes onto the same
 // manager: same validation, grants (config.image must be an approved image), quota (a tenant's
 // plan bounds its concurrent sandboxes: free, 3) and records. It answers bare snake_case objects
 // (routes' bare flag), errors as {"error": {code, message, field}} with fields named as this
@@ -91,7 +91,7 @@ func compatError(err error) error {
 	return err
 }
 
-// compatStatus maps SPEC §5's seven statuses to seed 002's five.
+// compatStatus maps docs/daemon.md#lifecycle's seven statuses to seed 002's five.
 func compatStatus(status string) string {
 	switch status {
 	case api.StatusTerminated, api.StatusCompleted:

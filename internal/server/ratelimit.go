@@ -8,7 +8,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 )
 
-// rateLimits holds each tenant's token bucket of API requests (SPEC §0: a tenant's request rate
+// rateLimits holds each tenant's token bucket of API requests (docs/security.md#who-is-trusted-with-what: a tenant's request rate
 // is bounded). Only authenticated requests reach it, so it holds one bucket per tenant with a
 // key.
 type rateLimits struct {

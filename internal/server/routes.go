@@ -11,7 +11,7 @@ import (
 // opDoc documents a route for the OpenAPI document.
 type opDoc struct {
 	summary string
-	// admin routes change a daemon-wide resource: only an admin key may call them (SPEC §0).
+	// admin routes change a daemon-wide resource: only an admin key may call them (docs/security.md#who-is-trusted-with-what).
 	admin   bool
 	body    any // request body type (JSON), nil for none
 	resp    any // the "data" of the success envelope, nil for none

@@ -248,7 +248,7 @@ func TestSeed002Surface(t *testing.T) {
 	}
 }
 
-// TestCompatStatus: SPEC §5's seven statuses as seed 002's five.
+// TestCompatStatus: docs/daemon.md#lifecycle's seven statuses as seed 002's five.
 func TestCompatStatus(t *testing.T) {
 	for from, to := range map[string]string{
 		api.StatusProvisioning: "provisioning", api.StatusReady: "ready", api.StatusRunning: "running", api.StatusPaused: "running",

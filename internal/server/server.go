@@ -1,4 +1,4 @@
-// Package server is airlock's HTTP API (SPEC §6): routes, authentication, strict decoding, and
+// Package server is airlock's HTTP API (docs/api.md#http-api): routes, authentication, strict decoding, and
 // the one mapping from errors to HTTP statuses. It holds no sandbox logic; the manager does.
 package server
 
@@ -144,7 +144,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		if !rt.public {
 			who, err := s.authenticate(r)
 			if err != nil {
-				// Not recorded (SPEC §0): what a stranger sends must not grow the store. The
+				// Not recorded (docs/security.md#who-is-trusted-with-what): what a stranger sends must not grow the store. The
 				// refusal is counted in the metrics (authenticate).
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				writeErrorAs(w, log, err, rt.doc.bare)

@@ -1,6 +1,6 @@
 package server
 
-// The snapshot API (SPEC §6). A snapshot belongs to its sandbox's tenant and outlives the sandbox,
+// The snapshot API (docs/api.md#http-api). A snapshot belongs to its sandbox's tenant and outlives the sandbox,
 // so it has paths of its own beside the sandbox's: those under /sandboxes/{id} act on a sandbox,
 // those under /snapshots on snapshots, whatever became of the sandbox they were taken of.
 

@@ -56,7 +56,7 @@ func (s *Store) CreateKey(ctx context.Context, tenant string) (secret string, k 
 	return s.createKey(ctx, tenant, false)
 }
 
-// CreateAdminKey makes a new admin key (the operator's, SPEC §0) that acts as tenant for its own
+// CreateAdminKey makes a new admin key (the operator's, docs/security.md#who-is-trusted-with-what) that acts as tenant for its own
 // sandboxes and may also change daemon-wide resources: images, pools.
 func (s *Store) CreateAdminKey(ctx context.Context, tenant string) (secret string, k api.Key, err error) {
 	return s.createKey(ctx, tenant, true)
@@ -136,7 +136,7 @@ func (s *Store) RevokeKey(ctx context.Context, idOrSecret string) (api.Key, erro
 type Principal struct {
 	Tenant string
 	KeyID  string
-	// Admin keys are the operator's: they may change daemon-wide resources (SPEC §0).
+	// Admin keys are the operator's: they may change daemon-wide resources (docs/security.md#who-is-trusted-with-what).
 	Admin bool
 }
 

@@ -168,7 +168,7 @@ CREATE TABLE retired_instances (
 	retired_at INTEGER NOT NULL
 );
 `,
-	// 8: admin keys, the operator's (SPEC §0): daemon-wide resources change only with one.
+	// 8: admin keys, the operator's (docs/security.md#who-is-trusted-with-what): daemon-wide resources change only with one.
 	`
 ALTER TABLE api_keys ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
 `,

@@ -1,4 +1,4 @@
-// Package tenancy is what the operator grants tenants (SPEC §0): named volumes and templates
+// Package tenancy is what the operator grants tenants (docs/security.md#who-is-trusted-with-what): named volumes and templates
 // (the only way a host path enters a sandbox through the API), secrets scoped to hosts and
 // tenants, approved images, and each tenant's quotas. It is data and checks, no mechanism: the
 // manager asks it before anything is created, and it fills in the host paths a granted spec
@@ -54,7 +54,7 @@ type Images struct {
 	Registries []string
 }
 
-// Quota bounds one tenant's use of the daemon (SPEC §0): live sandboxes (pool claims and forks
+// Quota bounds one tenant's use of the daemon (docs/security.md#who-is-trusted-with-what): live sandboxes (pool claims and forks
 // included), their total memoryMb and diskMb, the API request rate (a token bucket of Burst). A
 // zero field is unbounded.
 type Quota = api.Quota

@@ -20,7 +20,7 @@ func From(ctx context.Context) string {
 	return s
 }
 
-// WithAdmin returns ctx marked as a request made with an admin key (the operator's, SPEC §0).
+// WithAdmin returns ctx marked as a request made with an admin key (the operator's, docs/security.md#who-is-trusted-with-what).
 func WithAdmin(ctx context.Context) context.Context {
 	return context.WithValue(ctx, adminKey{}, true)
 }

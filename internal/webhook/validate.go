@@ -26,7 +26,7 @@ const (
 )
 
 // DefaultEvents are the selectors of a webhook registered without any: lifecycle and limit
-// events (SPEC §6).
+// events (docs/api.md#http-api).
 var DefaultEvents = []string{"sandbox.", "limit."}
 
 // allowPrivateKey is the configuration key named when an address is refused.

@@ -12,7 +12,7 @@ import (
 	"github.com/airlockrun/airlock/client"
 )
 
-// TestDaemonBadInput sends every class of bad input of SPEC §8 and checks the answer: the right
+// TestDaemonBadInput sends every class of bad input of docs/security.md#what-never-happens and checks the answer: the right
 // status, the error envelope, and the field named where one is to blame.
 func TestDaemonBadInput(t *testing.T) {
 	d, c := newDaemon(t)

@@ -16,7 +16,7 @@ import (
 	"github.com/airlockrun/airlock/client"
 )
 
-// TestDaemonLifecycle walks one sandbox through SPEC §5 through the Go SDK: create, execs that
+// TestDaemonLifecycle walks one sandbox through docs/daemon.md#lifecycle through the Go SDK: create, execs that
 // share state, pause (exec refused, 409 naming the state), resume, metrics, logs, terminate, and
 // the recorded transitions; nothing is left on the host.
 func TestDaemonLifecycle(t *testing.T) {

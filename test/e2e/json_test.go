@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// resultKeys are the field names of the exec result object (SPEC §6).
+// resultKeys are the field names of the exec result object (docs/api.md#http-api).
 var (
 	resultKeys = []string{"executionId", "exitCode", "stdout", "stderr", "durationMs", "timedOut",
 		"oomKilled", "truncated", "limitEvents", "resourceUsage"}

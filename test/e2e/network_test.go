@@ -20,7 +20,7 @@ import (
 	"github.com/airlockrun/airlock/client"
 )
 
-// The network tests (SPEC §4) run sandboxes in a daemon inside a test world (networld_test.go)
+// The network tests (docs/network.md#network-policy) run sandboxes in a daemon inside a test world (networld_test.go)
 // and check what got through three ways: the command's output, the sandbox's recorded events,
 // and what the world's servers saw.
 

@@ -535,7 +535,7 @@ func pythonRoot(t *testing.T) string {
 }
 
 // TestDefaultIsolation: a sandbox whose request names no level is a container sandbox under
-// gVisor (SPEC §1, seed 000), through the API, `airlock create` and `airlock run`; where runsc
+// gVisor (docs/levels.md#isolation-levels, seed 000), through the API, `airlock create` and `airlock run`; where runsc
 // is missing such a request is refused (422, exit 125) saying how to fix it, and never made at
 // another level.
 func TestDefaultIsolation(t *testing.T) {

@@ -135,7 +135,7 @@ func testMounts(t *testing.T, h *Harness) {
 	os.Chmod(rw, 0o777)
 	os.WriteFile(ro+"/in", []byte("from host"), 0o644)
 	// Binds are the operator's host directories (airlock run --ro/--rw, the daemon's volumes);
-	// filesystem paths are the sandbox's own (SPEC §3).
+	// filesystem paths are the sandbox's own (docs/levels.md#filesystem).
 	sb := h.New(t, sandbox.Spec{
 		Binds: []sandbox.Bind{{Host: ro, Path: "/data", ReadOnly: true}, {Host: rw, Path: "/out"}},
 		Filesystem: sandbox.Filesystem{

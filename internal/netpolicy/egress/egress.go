@@ -1,4 +1,4 @@
-// Package egress gives sandboxes their network (SPEC §4): for each one a namespace and veth
+// Package egress gives sandboxes their network (docs/network.md#network-policy): for each one a namespace and veth
 // (package netns), and on the veth's host end airlock's listeners, the egress proxy (package
 // proxy) and the DNS server (package dns), serving that sandbox's policy (package netpolicy).
 // Isolation levels call Attach before the sandbox's first instruction and Close at teardown; the
