@@ -132,7 +132,8 @@ func TestConformance(t *testing.T) {
 			warm(t, d)
 			baseline := mounts(d)
 			drivertest.Run(t, &pinned{d, rt}, drivertest.Options{
-				Skip: skips[rt],
+				Skip:      skips[rt],
+				OwnKernel: rt == sandbox.RuntimeRunsc,
 				Leaks: func() []string {
 					out := d.Leftovers()
 					if n := mounts(d); n != baseline {

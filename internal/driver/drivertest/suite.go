@@ -32,6 +32,12 @@ type Options struct {
 	// Leaks returns the host resources the level's sandboxes still hold (processes, mounts,
 	// cgroups, ...). The suite calls it after tearing sandboxes down and expects nothing.
 	Leaks func() []string
+	// OwnKernel says the level's sandboxes run a kernel of their own (gVisor): the host's memory
+	// cgroup charges that kernel for everything, so a memory bomb that allocates faster than
+	// init's kill at the sandbox's limit can meet the host's limit (with its headroom), whose
+	// OOM kill ends the whole sandbox. The bomb still fails and the host is fine; the sandbox
+	// may not survive it.
+	OwnKernel bool
 }
 
 // Case is one conformance test.
