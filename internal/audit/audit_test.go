@@ -163,7 +163,9 @@ func rehash(t *testing.T, db *sql.DB, from int64) {
 	for rows.Next() {
 		var r store.EventRow
 		var body string
-		rows.Scan(&r.Seq, &r.ID, &r.Tenant, &r.SandboxID, &r.ExecutionID, &r.Type, &r.At, &body)
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Tenant, &r.SandboxID, &r.ExecutionID, &r.Type, &r.At, &body); err != nil {
+			t.Fatal(err)
+		}
 		r.Body = []byte(body)
 		all = append(all, r)
 	}

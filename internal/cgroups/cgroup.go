@@ -125,7 +125,7 @@ func (l *Layout) New(parent, name string) (*Cgroup, error) {
 	}
 	for _, dir := range c.dirs {
 		err := unix.Mkdir(dir, 0o755)
-		if err == unix.ENOENT {
+		if errors.Is(err, unix.ENOENT) {
 			// First sandbox under this parent (or the parent was removed
 			// since): create the chain and, for v2, re-enable controllers.
 			if dir == c.v2 {
@@ -139,7 +139,7 @@ func (l *Layout) New(parent, name string) (*Cgroup, error) {
 			}
 		}
 		switch {
-		case err == unix.EEXIST:
+		case errors.Is(err, unix.EEXIST):
 			existed = true
 		case err != nil:
 			return fail(fmt.Errorf("cgroup %s: mkdir %s: %w", c.id, dir, err))

@@ -64,8 +64,11 @@ func leakCheck() error {
 			errs = append(errs, err)
 		}
 		for _, dir := range parent.Paths() {
-			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("parent %s not removed (stat: %v)", dir, err))
+			switch _, err := os.Stat(dir); {
+			case err == nil:
+				errs = append(errs, fmt.Errorf("parent %s not removed", dir))
+			case !errors.Is(err, fs.ErrNotExist):
+				errs = append(errs, fmt.Errorf("parent %s: %w", dir, err))
 			}
 		}
 	}
@@ -164,7 +167,7 @@ func startIn(t *testing.T, c *Cgroup, script string) *proc {
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-p.done
+		_ = <-p.done // killed just above: the error says so
 		out.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(out.Name())

@@ -29,7 +29,7 @@ func writeFile(path, val string) error {
 		// The Go runtime preempts goroutines with SIGURG, and cgroup writes
 		// that reclaim memory (memory.limit_in_bytes, memory.max) return
 		// EINTR when a signal arrives, so a retry is needed, not an error.
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			return err
 		}
 	}
@@ -47,7 +47,7 @@ func readFile(path string) ([]byte, error) {
 	buf := make([]byte, 0, 512)
 	for {
 		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
@@ -64,7 +64,7 @@ func readFile(path string) ([]byte, error) {
 func openRetry(path string, flags int) (int, error) {
 	for {
 		fd, err := unix.Open(path, flags, 0)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			return fd, err
 		}
 	}
@@ -134,7 +134,7 @@ func subdirs(dir string) ([]string, error) {
 	}
 	fd, err := openRetry(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	if err != nil {
-		if err == unix.ENOENT {
+		if errors.Is(err, unix.ENOENT) {
 			return nil, nil
 		}
 		return nil, err
@@ -144,7 +144,7 @@ func subdirs(dir string) ([]string, error) {
 	buf := make([]byte, 8192)
 	for {
 		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {

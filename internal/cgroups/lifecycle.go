@@ -38,7 +38,7 @@ func (c *Cgroup) Freeze(ctx context.Context) error {
 	}
 	if err := c.freeze(ctx); err != nil {
 		if terr := c.Thaw(ctx); terr != nil {
-			return fmt.Errorf("%w (and thaw failed: %v)", err, terr)
+			return fmt.Errorf("%w (and thaw failed: %w)", err, terr)
 		}
 		return err
 	}
@@ -302,7 +302,7 @@ func (c *Cgroup) rmTree(ctx context.Context, dir string, deadline time.Time) err
 			continue
 		}
 		if serr := sleepCtx(ctx, delay); serr != nil {
-			return fmt.Errorf("cgroup %s: rmdir %s: %w (%v)", c.id, dir, err, serr)
+			return fmt.Errorf("cgroup %s: rmdir %s: %w (%w)", c.id, dir, err, serr)
 		}
 		delay = min(delay*2, maxPoll)
 	}

@@ -101,7 +101,7 @@ func (w *MemoryWatch) pollV2() {
 	defer unix.Close(w.fd)
 	var b [512]byte
 	for {
-		unix.Pread(w.fd, b[:], 0) // a read arms the next notification
+		_, _ = unix.Pread(w.fd, b[:], 0) // a read arms the next notification; poll reports a failure
 		fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, watchPoll); err != nil && err != unix.EINTR {
 			return

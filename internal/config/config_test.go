@@ -62,7 +62,9 @@ func TestLoad(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
-			os.WriteFile(p, []byte(c.file), 0o644)
+			if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			cfg := Default()
 			err := Read(p, &cfg)
 			if err == nil {
@@ -93,7 +95,9 @@ func TestUnknownFieldPath(t *testing.T) {
 		{`{"Listen":"127.0.0.1:7070","volumes":{"v":{"hostpath":"/tmp","readonly":true,"tenants":["*"],"mode":"x"}}}`, `unknown field "volumes[v].mode"`},
 	} {
 		p := filepath.Join(t.TempDir(), "airlock.json")
-		os.WriteFile(p, []byte(c.file), 0o644)
+		if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		cfg := Default()
 		if err := Read(p, &cfg); err == nil || !strings.HasSuffix(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error ending %s", c.file, err, c.want)

@@ -59,7 +59,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		key := client(c.RemoteAddr())
 		if reason := l.take(key); reason != "" {
 			if tc, ok := c.(*net.TCPConn); ok {
-				tc.SetLinger(0) // a reset: no TIME_WAIT kept for a refused client
+				_ = tc.SetLinger(0) // a reset: no TIME_WAIT kept for a refused client
 			}
 			c.Close()
 			if l.cfg.OnRefuse != nil {

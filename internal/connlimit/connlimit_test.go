@@ -90,7 +90,9 @@ func TestCaps(t *testing.T) {
 					}
 					// The client sees the connection end at once.
 					if cc != nil {
-						cc.SetReadDeadline(time.Now().Add(5 * time.Second))
+						if err := cc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+							t.Fatal(err)
+						}
 						if _, err := cc.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 							t.Errorf("step %d: a refused connection reads %v, want its end", i, err)
 						}
@@ -142,7 +144,7 @@ func TestServeSurvivesEMFILE(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := New(&emfileListener{Listener: inner, n: 3}, Config{Max: 10, PerClient: 5})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }),
 		ErrorLog: log.New(io.Discard, "", 0)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()

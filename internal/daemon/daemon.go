@@ -210,7 +210,8 @@ func lockDataDir(dir string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("data dir %s is in use by another airlock serve (%w)", dir, err)
 	}
-	f.Truncate(0)
+	// The pid is for whoever looks at the file; the lock is what keeps a second daemon out.
+	_ = f.Truncate(0)
 	fmt.Fprintf(f, "%d\n", os.Getpid())
 	return f, nil
 }

@@ -225,7 +225,7 @@ func TestScanStaysInLayer(t *testing.T) {
 	testutil.RequiresRoot(t, "mount points")
 	mnt := mkdirAll(t, layer+"/root/mnt")
 	must(t, unix.Mount(outside, mnt, "", unix.MS_BIND, ""))
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	defer func() { must(t, unix.Unmount(mnt, unix.MNT_DETACH)) }()
 	tr = scan(t, layer)
 	if _, ok := tr.Entries["/mnt"]; !ok || len(tr.Entries) != 2 {
 		t.Fatalf("entries %v: want /out and /mnt, nothing under the mount", keys(tr))

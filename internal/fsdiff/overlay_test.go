@@ -27,7 +27,7 @@ func TestOverlay(t *testing.T) {
 	if err := unix.Mount("overlay", merged, "overlay", 0, o); err != nil {
 		t.Skipf("overlay: %v", err)
 	}
-	defer unix.Unmount(merged, unix.MNT_DETACH)
+	defer func() { must(t, unix.Unmount(merged, unix.MNT_DETACH)) }()
 
 	before := scan(t, layer)
 	for _, op := range []fsOp{
@@ -67,6 +67,10 @@ func tmpfs(t testing.TB) string {
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256m"); err != nil {
 		t.Skipf("tmpfs: %v", err)
 	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Error(err)
+		}
+	})
 	return filepath.Clean(dir)
 }

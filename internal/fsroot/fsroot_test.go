@@ -109,10 +109,10 @@ func (f *fixture) mount(t testing.TB) {
 		t.Logf("cannot mount proc, magic link cases will skip: %v", err)
 		return
 	}
-	t.Cleanup(func() { unix.Unmount(proc, unix.MNT_DETACH) })
+	t.Cleanup(func() { must(t, unix.Unmount(proc, unix.MNT_DETACH)) })
 	ro := filepath.Join(f.dir, "ro")
 	must(t, unix.Mount(filepath.Join(f.dir, "rosrc"), ro, "", unix.MS_BIND, ""))
-	t.Cleanup(func() { unix.Unmount(ro, unix.MNT_DETACH) })
+	t.Cleanup(func() { must(t, unix.Unmount(ro, unix.MNT_DETACH)) })
 	must(t, unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 	f.proc = true
 }

@@ -30,9 +30,12 @@ func (r *Root) do(fn func() error) error {
 	prevGid, _ := unix.SetfsgidRetGid(r.gid)
 	prevUid, _ := unix.SetfsuidRetUid(r.uid)
 	err := fn()
-	unix.Setfsuid(prevUid)
-	unix.Setfsgid(prevGid)
-	if uid, _ := unix.SetfsuidRetUid(-1); uid != prevUid {
+	// setfs[ug]id report no failure, only the previous ids: read them back instead.
+	_ = unix.Setfsuid(prevUid)
+	_ = unix.Setfsgid(prevGid)
+	uid, _ := unix.SetfsuidRetUid(-1)
+	gid, _ := unix.SetfsgidRetGid(-1)
+	if uid != prevUid || gid != prevGid {
 		// Could not switch back: leave the thread locked, so it dies with this goroutine instead
 		// of serving others with the sandbox user's ids.
 		return err

@@ -19,11 +19,11 @@ func TestAsOwner(t *testing.T) {
 	testutil.RequiresRoot(t, "setfsuid")
 	const uid, gid = 4321, 8765
 	top := t.TempDir()
-	os.Chmod(top, 0o755)
+	must(t, os.Chmod(top, 0o755))
 	home := filepath.Join(top, "home")
-	os.Mkdir(home, 0o755)
-	os.Chown(home, uid, gid)
-	os.WriteFile(filepath.Join(top, "rootonly"), []byte("secret"), 0o600)
+	must(t, os.Mkdir(home, 0o755))
+	must(t, os.Chown(home, uid, gid))
+	must(t, os.WriteFile(filepath.Join(top, "rootonly"), []byte("secret"), 0o600))
 	dir, err := os.Open(top)
 	if err != nil {
 		t.Fatal(err)

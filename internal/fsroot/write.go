@@ -82,7 +82,7 @@ func (r *Root) writeAt(dir int, name, clean string, src io.Reader, mode uint32, 
 		return api.FileInfo{}, wrap("write", clean, err)
 	}
 	if err := unix.Renameat(dir, tmp, dir, name); err != nil {
-		unix.Unlinkat(dir, tmp, 0)
+		_ = unix.Unlinkat(dir, tmp, 0) // the rename's error is the one to report
 		return api.FileInfo{}, wrap("write", clean, err)
 	}
 	return fileInfo(clean, &st, ""), nil
@@ -115,7 +115,7 @@ func (r *Root) writeTemp(dir int, src io.Reader, mode uint32, limit int64, st *u
 		err = cerr
 	}
 	if err != nil {
-		unix.Unlinkat(dir, name, 0)
+		_ = unix.Unlinkat(dir, name, 0) // the write's error is the one to report
 		return "", err
 	}
 	return name, nil
@@ -243,7 +243,7 @@ func (r *Root) rmdirs(created []string) {
 		if err != nil {
 			return
 		}
-		unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
+		_ = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) // one not empty stays, as said above
 		unix.Close(dir)
 	}
 }

@@ -42,22 +42,24 @@ func TypeEOF(master *os.File, w *LastByte) {
 	if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
 		return
 	}
+	// A write fails only once the terminal is gone, and its input with it.
 	eof := []byte{t.Cc[unix.VEOF]}
 	if w.n > 0 && w.last != '\n' {
-		master.Write(eof)
+		_, _ = master.Write(eof)
 	}
-	master.Write(eof)
+	_, _ = master.Write(eof)
 }
 
 // SetWinsize sets a terminal's size; its kernel sends SIGWINCH to its foreground process group.
-// A size with a zero side is ignored.
+// A size with a zero side is ignored, and so is a failure: it fails only once the terminal is
+// gone, and what would be resized with it.
 func SetWinsize(master *os.File, ws sandbox.Winsize) {
 	if ws.Rows == 0 || ws.Cols == 0 {
 		return
 	}
 	if rc, err := master.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
 		})
 	}
 }

@@ -37,7 +37,7 @@ const etcFormat = "etc-v2"
 
 func (t *Host) buildEtc(resolver string) (string, error) {
 	h := sha256.New()
-	io.WriteString(h, etcFormat+"\n"+resolver+"\n")
+	_, _ = io.WriteString(h, etcFormat+"\n"+resolver+"\n")
 	for _, e := range t.etc {
 		if fi, err := os.Lstat("/etc/" + e); err == nil {
 			fmt.Fprintf(h, "%s %d %d %v\n", e, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())

@@ -151,7 +151,7 @@ type Path struct {
 func (t *Host) Template(resolver string) (Template, error) {
 	etc, err := t.Etc(resolver)
 	if err != nil {
-		return Template{}, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
+		return Template{}, fmt.Errorf("generate /etc: %w: %w", err, errdefs.ErrSetup)
 	}
 	out := Template{Etc: etc, Symlinks: map[string]string{}}
 	for _, b := range t.binds {

@@ -109,7 +109,9 @@ func (u *unpacker) unpack(r io.Reader, dir string) (int64, error) {
 	// Directory times last: creating entries in a directory changes its mtime.
 	for _, hdr := range slices.Backward(u.dirs) {
 		p, _ := cleanPath(hdr.Name)
-		root.Chtimes(p, hdr.AccessTime, hdr.ModTime)
+		// Best effort: a later entry of the layer may have removed the directory or put a
+		// symlink in its place.
+		_ = root.Chtimes(p, hdr.AccessTime, hdr.ModTime)
 	}
 	if u.skipped > 0 {
 		u.log.Warn("image layer: device nodes and FIFOs not created", "layer", u.layer, "count", u.skipped)
@@ -344,7 +346,8 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 // duSize is the bytes of the regular files under dir.
 func duSize(dir string) int64 {
 	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	// The walk cannot fail: its function skips what it cannot read and returns nil.
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				n += fi.Size()

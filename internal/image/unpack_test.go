@@ -78,7 +78,11 @@ func TestWhiteouts(t *testing.T) {
 	if err := unix.Mount("overlay", mnt, "overlay", unix.MS_RDONLY, "lowerdir="+dirs[1]+":"+dirs[0]); err != nil {
 		t.Skipf("cannot mount overlay here: %v", err)
 	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	defer func() {
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Error(err)
+		}
+	}()
 	if _, err := os.Stat(filepath.Join(mnt, "a/keep")); err != nil {
 		t.Errorf("a/keep: %v", err)
 	}
@@ -102,7 +106,9 @@ func TestHostileLayers(t *testing.T) {
 		}
 	}
 	var shadow syscall.Stat_t
-	syscall.Stat("/etc/shadow", &shadow)
+	if err := syscall.Stat("/etc/shadow", &shadow); err != nil {
+		t.Fatal(err)
+	}
 	host := imagetest.Registry(t)
 
 	pax := imagetest.Dir("x/", 0o755)
@@ -209,14 +215,18 @@ func TestHostileLayers(t *testing.T) {
 				t.Errorf("beside the store: %v", es)
 			}
 			var st syscall.Stat_t
-			syscall.Stat("/etc/shadow", &st)
+			if err := syscall.Stat("/etc/shadow", &st); err != nil {
+				t.Fatal(err)
+			}
 			if st.Nlink != shadow.Nlink {
 				t.Errorf("/etc/shadow has %d links, had %d", st.Nlink, shadow.Nlink)
 			}
 			buf := make([]byte, 8)
 			if _, err := unix.Getxattr("/tmp", "trusted.overlay.opaque", buf); err == nil {
-				unix.Removexattr("/tmp", "trusted.overlay.opaque")
 				t.Error("/tmp was made opaque")
+				if err := unix.Removexattr("/tmp", "trusted.overlay.opaque"); err != nil {
+					t.Errorf("and stays so: %v", err)
+				}
 			}
 		})
 	}

@@ -342,13 +342,13 @@ func fsChecks() []fsCheck {
 			return err
 		}},
 		{"write A/new denied", func(a, _ string) error {
-			return wantEACCES(os.WriteFile(filepath.Join(a, "new"), []byte("x"), 0o644))
+			return wantErrno(os.WriteFile(filepath.Join(a, "new"), []byte("x"), 0o644), unix.EACCES)
 		}},
 		{"overwrite A/file denied", func(a, _ string) error {
-			return wantEACCES(os.WriteFile(filepath.Join(a, "file"), []byte("x"), 0o644))
+			return wantErrno(os.WriteFile(filepath.Join(a, "file"), []byte("x"), 0o644), unix.EACCES)
 		}},
 		{"remove A/file denied", func(a, _ string) error {
-			return wantEACCES(os.Remove(filepath.Join(a, "file")))
+			return wantErrno(os.Remove(filepath.Join(a, "file")), unix.EACCES)
 		}},
 		{"write B/new allowed", func(_, b string) error {
 			return os.WriteFile(filepath.Join(b, "new"), []byte("x"), 0o644)
@@ -364,7 +364,7 @@ func fsChecks() []fsCheck {
 		}},
 		{"read /etc/hostname denied", func(_, _ string) error {
 			_, err := os.ReadFile("/etc/hostname")
-			return wantEACCES(err)
+			return wantErrno(err, unix.EACCES)
 		}},
 		{"exec cat /etc/hostname denied", func(_, _ string) error {
 			out, err := exec.Command("/bin/cat", "/etc/hostname").CombinedOutput()
@@ -372,14 +372,14 @@ func fsChecks() []fsCheck {
 				return fmt.Errorf("cat succeeded: %q", out)
 			}
 			if !strings.Contains(string(out), "Permission denied") {
-				return fmt.Errorf("cat failed for another reason: %v: %q", err, out)
+				return fmt.Errorf("cat failed for another reason: %w: %q", err, out)
 			}
 			return nil
 		}},
 		{"exec ls B allowed", func(_, b string) error {
 			out, err := exec.Command("/bin/ls", b).CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("ls: %v: %q", err, out)
+				return fmt.Errorf("ls: %w: %q", err, out)
 			}
 			if !strings.Contains(string(out), "new") {
 				return fmt.Errorf("ls output %q lacks new", out)
@@ -392,7 +392,7 @@ func fsChecks() []fsCheck {
 				return fmt.Errorf("touch succeeded: %q", out)
 			}
 			if !strings.Contains(string(out), "Permission denied") {
-				return fmt.Errorf("touch failed for another reason: %v: %q", err, out)
+				return fmt.Errorf("touch failed for another reason: %w: %q", err, out)
 			}
 			return nil
 		}},
@@ -407,9 +407,13 @@ func fsCheckNames() []string {
 	return names
 }
 
-func wantEACCES(err error) error {
-	if !errors.Is(err, unix.EACCES) {
-		return fmt.Errorf("got %v, want EACCES", err)
+// wantErrno says how err is not the errno want.
+func wantErrno(err error, want unix.Errno) error {
+	switch {
+	case err == nil:
+		return fmt.Errorf("it succeeded, want %s", unix.ErrnoName(want))
+	case !errors.Is(err, want):
+		return fmt.Errorf("got %w, want %s", err, unix.ErrnoName(want))
 	}
 	return nil
 }
@@ -472,9 +476,8 @@ func TestHelperProcess(t *testing.T) {
 		if _, err := RestrictWith(nil, Options{ScopeSignals: true}); err != nil {
 			t.Fatalf("RestrictWith: %v", err)
 		}
-		err := unix.Kill(parent, 0)
-		if !errors.Is(err, unix.EPERM) {
-			report("signal parent denied", fmt.Errorf("kill(parent, 0) = %v, want EPERM", err))
+		if err := wantErrno(unix.Kill(parent, 0), unix.EPERM); err != nil {
+			report("signal parent denied", fmt.Errorf("kill(parent, 0): %w", err))
 		} else {
 			report("signal parent denied", nil)
 		}

@@ -52,7 +52,9 @@ func TestLoad(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "airlock.json")
-			os.WriteFile(p, []byte(c.file), 0o644)
+			if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			cfg, err := Load(p)
 			if err == nil {
 				err = cfg.Validate()
@@ -97,7 +99,9 @@ func TestDefaultFile(t *testing.T) {
 	}
 	// What the file prints, it reads back.
 	p := filepath.Join(t.TempDir(), "airlock.json")
-	os.WriteFile(p, b, 0o644)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(p); err != nil {
 		t.Fatal(err)
 	}

@@ -34,9 +34,16 @@ func TestUnder(t *testing.T) {
 		if err := unix.Mount("tmpfs", p, "tmpfs", 0, "size=64k"); err != nil {
 			t.Fatal(err)
 		}
-		os.MkdirAll(inner, 0o755)
+		// dir's tmpfs hides inner: made again for its own.
+		if err := os.MkdirAll(inner, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Error(err)
+		}
+	})
 	got := Under(dir)
 	if len(got) != 2 || got[0] != inner || got[1] != dir {
 		t.Fatalf("Under(%q) = %q, want deepest first [%q %q]", dir, got, inner, dir)

@@ -169,7 +169,7 @@ func parsePattern(s string) (pattern, error) {
 		return pt, fmt.Errorf("%q: name hosts, not addresses (IP literals are never allowed)", s)
 	}
 	if err := checkHostName(host); err != nil {
-		return pt, fmt.Errorf("%q: %v", s, err)
+		return pt, fmt.Errorf("%q: %w", s, err)
 	}
 	if !strings.Contains(host, ".") {
 		return pt, fmt.Errorf("%q: needs at least two labels", s)

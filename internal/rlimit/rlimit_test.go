@@ -30,7 +30,9 @@ func TestEnsureNoFile(t *testing.T) {
 		t.Fatalf("past fs.nr_open: %v", err)
 	}
 	var after unix.Rlimit
-	unix.Getrlimit(unix.RLIMIT_NOFILE, &after)
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &after); err != nil {
+		t.Fatal(err)
+	}
 	if after != before {
 		t.Fatalf("a refusal changed the limit: %+v, was %+v", after, before)
 	}

@@ -95,7 +95,7 @@ func (c *Capture) Write(p []byte) (int, error) {
 		c.buf.Write(p)
 	}
 	if c.tee != nil {
-		c.tee.Write(p)
+		_, _ = c.tee.Write(p)
 	}
 	return len(p), nil
 }

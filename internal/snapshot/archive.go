@@ -262,7 +262,7 @@ func ExtractLayer(r io.Reader, dir string, o ExtractOptions) (int64, error) {
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -348,7 +348,9 @@ func ExtractLayer(r io.Reader, dir string, o ExtractOptions) (int64, error) {
 	// Directory times last: creating entries in a directory changes its mtime.
 	for _, hdr := range slices.Backward(dirs) {
 		p, _ := entryPath(hdr.Name, o.Top)
-		root.Chtimes(p, hdr.ModTime, hdr.ModTime)
+		if err := root.Chtimes(p, hdr.ModTime, hdr.ModTime); err != nil {
+			return n, fmt.Errorf("entry %q: %w", hdr.Name, err)
+		}
 	}
 	return n, nil
 }

@@ -129,7 +129,7 @@ func (s *Store) commit(f *os.File, d string) error {
 		if s.Verify(d) == nil {
 			return nil // stored already
 		}
-		os.Chmod(dst, 0o600) // damaged on disk: the new copy replaces it
+		_ = os.Chmod(dst, 0o600) // damaged on disk: the rename below replaces it whatever its mode
 	}
 	if err := os.Chmod(f.Name(), 0o400); err != nil {
 		return err
@@ -250,7 +250,7 @@ type layerReader struct {
 
 func (l *layerReader) Read(p []byte) (int, error) {
 	n, err := l.zr.Read(p)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		if _, derr := io.Copy(io.Discard, l.v); derr != nil {
 			return n, derr
 		}

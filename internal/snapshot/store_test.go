@@ -53,7 +53,9 @@ func TestStoreDetectsCorruption(t *testing.T) {
 		"appended":     func(d []byte) []byte { return append(bytes.Clone(d), 0) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			os.Chmod(p, 0o600)
+			if err := os.Chmod(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(p, mangle(orig), 0o400); err != nil {
 				t.Fatal(err)
 			}

@@ -84,7 +84,9 @@ func TestCrashDurability(t *testing.T) {
 		}
 		acked = append(acked, id)
 		if len(acked) == killAfter {
-			cmd.Process.Signal(syscall.SIGKILL)
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// Keep reading: whatever the child wrote before it died was acknowledged too.
 	}

@@ -67,7 +67,8 @@ func (s *Store) Probe(ctx context.Context) Health {
 		s.health.lastProbe.CompareAndSwap(last, now) {
 		var v int
 		if err := s.write.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err == nil {
-			s.write.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v))
+			// The writer records the outcome in the health returned below.
+			_, _ = s.write.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v))
 		}
 	}
 	return s.Health()

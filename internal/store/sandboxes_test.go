@@ -234,7 +234,10 @@ func TestRetired(t *testing.T) {
 			t.Fatal(err)
 		}
 		if st.wantErr != nil {
-			s.Reclaimed(ctx, st.instance) // what a failed restore does
+			// What a failed restore does.
+			if err := s.Reclaimed(ctx, st.instance); err != nil {
+				t.Fatal(err)
+			}
 		}
 		err := s.Restored(ctx, st.id, st.instance, spec, nil, st.retired)
 		if !errors.Is(err, st.wantErr) && (err != nil || st.wantErr != nil) {

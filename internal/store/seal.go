@@ -73,7 +73,9 @@ func (s *Store) seal(id, v string) (string, error) {
 		return "", err
 	}
 	nonce := make([]byte, g.NonceSize())
-	io.ReadFull(rand.Reader, nonce)
+	if _, err := io.ReadFull(rand.Reader, nonce); err != nil {
+		return "", fmt.Errorf("seal: nonce: %w", err)
+	}
 	return sealPrefix + base64.StdEncoding.EncodeToString(g.Seal(nonce, nonce, []byte(v), []byte(id))), nil
 }
 
@@ -132,7 +134,9 @@ func (s *Store) sealStored(ctx context.Context) error {
 	if _, err := s.write.ExecContext(ctx, `PRAGMA secure_delete = 1`); err != nil {
 		return err
 	}
-	defer s.write.ExecContext(ctx, `PRAGMA secure_delete = 0`)
+	// Should the reset fail, the one writer connection goes on overwriting what it deletes:
+	// slower, nothing lost.
+	defer func() { _, _ = s.write.ExecContext(ctx, `PRAGMA secure_delete = 0`) }()
 	for id, v := range plain {
 		sealed, err := s.seal(id, v)
 		if err != nil {

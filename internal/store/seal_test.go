@@ -62,7 +62,9 @@ func TestSealedWebhookSecrets(t *testing.T) {
 	}
 	for rows.Next() {
 		var v string
-		rows.Scan(&v)
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
 		if !strings.HasPrefix(v, sealPrefix) || strings.Contains(v, "secret") {
 			t.Errorf("stored in the database: %q", v)
 		}

@@ -169,14 +169,15 @@ func (s *Store) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return s.health.wrote(err)
 	}
 	if err := fn(tx); err != nil {
-		tx.Rollback()
+		_ = tx.Rollback() // fn's error is the one that says what went wrong
 		return s.health.wrote(err)
 	}
 	if err := tx.Commit(); err != nil {
 		// SQLite may keep the transaction open after a COMMIT that failed for the disk
 		// (SQLITE_FULL, SQLITE_IOERR); database/sql keeps the connection, so end it here or the
 		// next BEGIN fails. There is one writer connection: this is that one.
-		s.write.DB.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		// It fails, harmlessly, when SQLite ended the transaction itself.
+		_, _ = s.write.DB.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
 		return s.health.wrote(err)
 	}
 	return s.health.wrote(nil)

@@ -405,7 +405,7 @@ func (p *Pool) lock() (func(), error) {
 	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}

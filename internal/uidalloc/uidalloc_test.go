@@ -270,8 +270,10 @@ func TestSweepKeepsRunning(t *testing.T) {
 	if freed := p.Sweep(); len(freed) != 0 {
 		t.Fatalf("swept %v while a process runs in it", freed)
 	}
-	sleep.Process.Kill()
-	sleep.Wait()
+	if err := sleep.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = sleep.Wait() // killed: its error says so
 	if freed := p.Sweep(); len(freed) != 1 || freed[0] != r {
 		t.Fatalf("swept %v once the process was gone, want %v", freed, r)
 	}

@@ -95,7 +95,9 @@ func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *htt
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		g := received{header: r.Header.Clone(), body: body, verr: client.VerifyWebhook(secret, r.Header, body, time.Minute, time.Now())}
-		json.Unmarshal(body, &g.payload)
+		if err := json.Unmarshal(body, &g.payload); err != nil {
+			t.Errorf("webhook body %q: %v", body, err)
+		}
 		rc.mu.Lock()
 		rc.got = append(rc.got, g)
 		n := len(rc.got)

@@ -248,7 +248,7 @@ func (c *Conn) ioError(err error) error {
 		return ErrClosed
 	default:
 	}
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("websocket: connection lost without a close frame: %w", io.ErrUnexpectedEOF)
 	}
 	return fmt.Errorf("websocket: read: %w", err)

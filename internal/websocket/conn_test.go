@@ -15,7 +15,7 @@ import (
 // else with errors.Is.
 func checkErr(t *testing.T, err, want error) {
 	t.Helper()
-	if wantCE, ok := want.(*CloseError); ok {
+	if wantCE, ok := errors.AsType[*CloseError](want); ok {
 		ce, ok := errors.AsType[*CloseError](err)
 		if !ok || *ce != *wantCE {
 			t.Errorf("error = %v, want %v", err, want)
@@ -147,7 +147,7 @@ func TestServerReadsFrames(t *testing.T) {
 			}
 			p.expect(tt.want)
 			// After the close frames, the server must close (or shut down) its side.
-			if _, _, _, err := p.read(); err != io.EOF {
+			if _, _, _, err := p.read(); !errors.Is(err, io.EOF) {
 				t.Errorf("read after close = %v, want EOF", err)
 			}
 			p.conn.Close()
@@ -315,7 +315,7 @@ func TestConcurrentWriters(t *testing.T) {
 				if err := writeAll(c); err != nil {
 					t.Error(err)
 				}
-				defer func() { <-readErr }()
+				defer func() { _ = <-readErr }() // the reader's end, once the connection closes
 			}
 			if err := <-errc; err != nil {
 				t.Error(err)

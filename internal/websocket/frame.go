@@ -155,7 +155,7 @@ func readHeader(r io.Reader) (frameHeader, error) {
 // noEOF turns io.EOF into io.ErrUnexpectedEOF: past a frame's first byte, the
 // stream may not end.
 func noEOF(err error) error {
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
 	}
 	return err

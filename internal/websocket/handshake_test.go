@@ -50,7 +50,7 @@ func TestAcceptRefusesBadHandshakes(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := Accept(w, r)
 		if err == nil {
-			c.CloseNow()
+			_ = c.CloseNow()
 		}
 		acceptErr <- err
 	}))
@@ -115,7 +115,7 @@ func TestDialRefused(t *testing.T) {
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(tt.status)
-				io.WriteString(w, tt.body)
+				_, _ = io.WriteString(w, tt.body) // the client checks what arrives
 			}))
 			defer ts.Close()
 			c, resp, err := Dial(context.Background(), ts.URL, nil, nil)
@@ -150,7 +150,7 @@ func TestDialSchemesAndHeaders(t *testing.T) {
 				t.Errorf("Accept: %v", err)
 				return
 			}
-			defer c.CloseNow()
+			defer func() { _ = c.CloseNow() }()
 			_ = echo(c)
 		})
 	}

@@ -31,7 +31,7 @@ func startServer(t *testing.T, handler func(*Conn)) string {
 			t.Errorf("Accept: %v", err)
 			return
 		}
-		defer c.CloseNow()
+		defer func() { _ = c.CloseNow() }()
 		handler(c)
 	}))
 	t.Cleanup(func() {
@@ -63,7 +63,7 @@ func dial(t *testing.T, url string) *Conn {
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
-	t.Cleanup(func() { c.CloseNow() })
+	t.Cleanup(func() { _ = c.CloseNow() })
 	return c
 }
 

@@ -139,7 +139,7 @@ func timeRun(argv []string) (time.Duration, error) {
 	err := cmd.Run()
 	d := time.Since(start)
 	if err != nil {
-		return d, fmt.Errorf("%s: %v\nstderr:\n%s", strings.Join(argv, " "), err, stderr.String())
+		return d, fmt.Errorf("%s: %w\nstderr:\n%s", strings.Join(argv, " "), err, stderr.String())
 	}
 	return d, nil
 }

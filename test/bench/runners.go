@@ -120,7 +120,7 @@ func parseWorkloads(s string) ([]workload, error) {
 			return nil, fmt.Errorf("unknown workload %q (want true, python)", name)
 		}
 		if _, err := os.Stat(w.Argv[0]); err != nil {
-			return nil, fmt.Errorf("workload %s needs %s: %v", name, w.Argv[0], err)
+			return nil, fmt.Errorf("workload %s needs %s: %w", name, w.Argv[0], err)
 		}
 		seen[name] = true
 		out = append(out, w)

@@ -59,7 +59,9 @@ func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), 
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(state, 0o755)
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	level := slog.LevelWarn
 	if os.Getenv("AIRLOCK_LOG") == "debug" {
 		level = slog.LevelDebug
@@ -155,7 +157,7 @@ func warm(t *testing.T, d *container.Driver) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	sb.Destroy(ctx)
+	drivertest.Destroy(ctx, t, sb)
 }
 
 // TestPreparedRestore: a restore with a memory image goes into the container Prepare made ahead
@@ -178,7 +180,7 @@ func TestPreparedRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Destroy(ctx)
+	defer drivertest.Destroy(ctx, t, sb)
 	if r := drivertest.Exec(t, sb, 10*time.Second, "sleep 1000 >/dev/null 2>&1 & echo hi > /workspace/f"); r.ExitCode != 0 {
 		t.Fatalf("%+v", r)
 	}
@@ -215,7 +217,7 @@ func TestPreparedRestore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer restored.Destroy(ctx)
+			defer drivertest.Destroy(ctx, t, restored)
 			pid := fmt.Sprint(restored.(interface{ InitPid() int }).InitPid())
 			if used := pid == created; used != tc.used {
 				t.Fatalf("restored into pid %s, the prepared container's is %s: used %v, want %v", pid, created, used, tc.used)
@@ -255,7 +257,7 @@ func TestPreparedRestore(t *testing.T) {
 			t.Fatalf("%d containers made for %d prepared restores, want %d", n, len(ids), container.MaxSpares)
 		}
 	})
-	sb.Destroy(ctx)
+	drivertest.Destroy(ctx, t, sb)
 	checkLeftovers(t, d)
 }
 

@@ -297,6 +297,14 @@ func (c *built) destroy(ctx context.Context) error {
 	return err
 }
 
+// discard destroys container c of sandbox id, which is not to be used: its setup failed (and
+// returns that error) or it was made ahead for nothing. What destroy leaves is logged.
+func (d *Driver) discard(ctx context.Context, id string, c *built) {
+	if err := c.destroy(ctx); err != nil {
+		d.log.Warn("an unused container is not all cleaned up", "sandbox", id, "err", err)
+	}
+}
+
 // build assembles container id's bundle — root filesystem, runtime spec, control socket,
 // network — with its writable layer seeded from seed when not nil. restore says its runtime
 // will restore a memory image into it.
@@ -354,17 +362,17 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 		return err
 	}
 	fail := func(err error) (*built, error) {
-		c.destroy(context.Background())
+		d.discard(context.Background(), id, c)
 		return nil, err
 	}
 	if err := d.ensurePrivate(); err != nil {
-		return fail(fmt.Errorf("container state directory: %v: %w", err, errdefs.ErrSetup))
+		return fail(fmt.Errorf("container state directory: %w: %w", err, errdefs.ErrSetup))
 	}
 	if err := os.MkdirAll(b.dir, 0o711); err != nil {
-		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
+		return fail(fmt.Errorf("bundle: %w: %w", err, errdefs.ErrSetup))
 	}
 	if err := os.WriteFile(filepath.Join(b.dir, "owner"), d.owner, 0o600); err != nil {
-		return fail(fmt.Errorf("bundle: %v: %w", err, errdefs.ErrSetup))
+		return fail(fmt.Errorf("bundle: %w: %w", err, errdefs.ErrSetup))
 	}
 	resolver := hosttemplate.Resolver(spec, d.cfg.Network)
 	t, err := d.rt.Template().Template(resolver)
@@ -381,7 +389,8 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, snapshot.ErrCorrupt) {
 			return fail(err)
 		}
-		return fail(fmt.Errorf("root filesystem: %v: %w", err, errdefs.ErrSetup))
+		// The cause as text: whatever its kind (a full disk, say), the sandbox's setup failed.
+		return fail(fmt.Errorf("root filesystem: %v: %w", err, errdefs.ErrSetup)) //nolint:errorlint // see above
 	}
 	// runc's sandboxes are the host kernel's processes, counted by the host's pids cgroup;
 	// gVisor's are its own, counted in its kernel (host.Launcher.GuestPids).
@@ -389,11 +398,11 @@ func (d *Driver) build(ctx context.Context, id string, spec sandbox.Spec, seed i
 		c.pids = spec.Resources.MaxProcesses + guest.InitTasks
 	}
 	if err := writeSpec(b.dir, ociSpec(rt, id, d.cfg.CgroupParent, spec, b, networked, c.pids, uids)); err != nil {
-		return fail(fmt.Errorf("runtime spec: %v: %w", err, errdefs.ErrSetup))
+		return fail(fmt.Errorf("runtime spec: %w: %w", err, errdefs.ErrSetup))
 	}
 	if b.control != "" {
 		if c.control, err = listenControl(b, uids.HostID(guest.InitUID)); err != nil {
-			return fail(fmt.Errorf("control socket: %v: %w", err, errdefs.ErrSetup))
+			return fail(fmt.Errorf("control socket: %w: %w", err, errdefs.ErrSetup))
 		}
 	}
 	if networked {

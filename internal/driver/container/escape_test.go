@@ -162,7 +162,9 @@ func TestEscape(t *testing.T) {
 			t.Cleanup(func() { checkLeftovers(t, d) })
 
 			dir := t.TempDir()
-			os.Chmod(dir, 0o755)
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			secret := filepath.Join(dir, "secret")
 			if err := os.WriteFile(secret, []byte(secretValue), 0o644); err != nil {
 				t.Fatal(err)

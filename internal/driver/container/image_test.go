@@ -62,7 +62,9 @@ func newProcessDriver(t *testing.T, store driver.Images) processLevel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(state, 0o755)
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { os.RemoveAll(state) })
 	d := drivertest.ProcessLevel(t, drivertest.ProcessOptions{
 		CgroupParent: fmt.Sprintf("airlock-test-cimg-%d", os.Getpid()),
@@ -201,7 +203,7 @@ func TestImage(t *testing.T) {
 				leakCheck(t, l)
 				sb, err := create(t, l.d, sandbox.Spec{Image: missing})
 				if err == nil {
-					sb.Destroy(context.Background())
+					drivertest.Destroy(context.Background(), t, sb)
 					t.Fatal("created a sandbox of a missing image")
 				}
 				t.Logf("%v", err)
@@ -226,7 +228,7 @@ func TestImage(t *testing.T) {
 				leakCheck(t, l)
 				sb, err := create(t, l.d, sandbox.Spec{Image: cref})
 				if err == nil {
-					sb.Destroy(context.Background())
+					drivertest.Destroy(context.Background(), t, sb)
 					t.Fatal("created a sandbox of a corrupted image")
 				}
 				t.Logf("%v", err)
@@ -268,7 +270,7 @@ func TestImage(t *testing.T) {
 				leakCheck(t, l)
 				sb, err := create(t, l.d, sandbox.Spec{Image: aref})
 				if err == nil {
-					sb.Destroy(context.Background())
+					drivertest.Destroy(context.Background(), t, sb)
 					t.Fatal("created a sandbox of a private image without credentials")
 				}
 				t.Logf("%v", err)
@@ -310,8 +312,11 @@ func treeState(t *testing.T, dir string) []string {
 				return err
 			}
 			h := sha256.New()
-			io.Copy(h, f)
+			_, err = io.Copy(h, f)
 			f.Close()
+			if err != nil {
+				return err
+			}
 			what = hex.EncodeToString(h.Sum(nil))
 		case fi.Mode()&fs.ModeSymlink != 0:
 			what, _ = os.Readlink(p)

@@ -30,14 +30,18 @@ var (
 func (d *Driver) Reclaim(ctx context.Context, id string) error {
 	for _, rt := range d.runtimes {
 		if rt.path != "" {
-			rt.delete(ctx, id)
+			// What runs of it dies with its cgroups below; the runtime's record of it stays.
+			if err := rt.delete(ctx, id); err != nil {
+				d.log.Warn("reclaim: the runtime's state of a container not removed", "sandbox", id, "err", err)
+			}
 		}
 	}
 	dir := filepath.Join(d.cfg.StateDir, "bundles", id)
 	err := mountinfo.UnmountAll(dir)
 	os.RemoveAll(dir)
 	if d.cgroups != nil {
-		d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)
+		// What this leaves, removeCgroups below reports.
+		_ = d.cgroups.Open(d.cfg.CgroupParent, id).Destroy(ctx)
 	}
 	err = errors.Join(err, removeCgroups(d.cfg.CgroupParent, id))
 	if err == nil {

@@ -133,13 +133,13 @@ func (r *runtime) run(ctx context.Context, dir string, ctl *os.File, gw *egress.
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		cmd.Process.Kill()
-		<-waited
+		_ = cmd.Process.Kill() // it fails only for a process that ended, which Wait reaps too
+		_ = <-waited           // killed: its error says so
 		return ctx.Err()
 	}
 	if err != nil {
 		out, _ := os.ReadFile(logf.Name())
-		return fmt.Errorf("%s %s: %v: %s", r.name, args[0], err, lastLines(out, 5))
+		return fmt.Errorf("%s %s: %w: %s", r.name, args[0], err, lastLines(out, 5))
 	}
 	return nil
 }
@@ -169,7 +169,7 @@ func (r *runtime) command(ctx context.Context, args ...string) error {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, r.path, append(r.global(false), args...)...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", r.name, args[0], err, lastLines(out, 3))
+		return fmt.Errorf("%s %s: %w: %s", r.name, args[0], err, lastLines(out, 3))
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (r *runtime) delete(ctx context.Context, id string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s delete %s: %v: %s", r.name, id, err, lastLines(out, 3))
+		return fmt.Errorf("%s delete %s: %w: %s", r.name, id, err, lastLines(out, 3))
 	}
 	return nil
 }

@@ -32,7 +32,11 @@ func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle
 			return false, fmt.Errorf("snapshot: %w", err)
 		}
 		// Resumed whatever happens; a checkpoint leaves it paused while this pause holds.
-		defer rt.command(context.WithoutCancel(ctx), "resume", rt.cid(id))
+		defer func() {
+			if err := rt.command(context.WithoutCancel(ctx), "resume", rt.cid(id)); err != nil {
+				d.log.Error("sandbox left paused after a snapshot", "sandbox", id, "err", err)
+			}
+		}()
 		if err := rt.checkpoint(ctx, id, mem); err != nil {
 			return false, fmt.Errorf("snapshot: %w", err)
 		}
@@ -42,7 +46,11 @@ func (d *Driver) snapshot(ctx context.Context, rt *runtime, id string, b *bundle
 		if err := cg.Freeze(ctx); err != nil {
 			return false, fmt.Errorf("snapshot: freeze sandbox %s: %w", id, err)
 		}
-		defer cg.Thaw(context.WithoutCancel(ctx))
+		defer func() {
+			if err := cg.Thaw(context.WithoutCancel(ctx)); err != nil {
+				d.log.Error("sandbox left frozen after a snapshot", "sandbox", id, "err", err)
+			}
+		}()
 	}
 	return false, writeLayer()
 }

@@ -78,7 +78,7 @@ func (d *Driver) Prepare(id string, spec sandbox.Spec) {
 		c, err := d.build(ctx, id, spec, nil, true)
 		if err == nil {
 			if sp.pid, err = c.rt.create(ctx, id, c.b.dir, c.gw); err != nil {
-				c.destroy(context.WithoutCancel(ctx))
+				err = errors.Join(err, c.destroy(context.WithoutCancel(ctx))) // logged below
 			}
 		}
 		if err != nil {
@@ -94,13 +94,14 @@ func (d *Driver) Prepare(id string, spec sandbox.Spec) {
 func (d *Driver) Discard(id string) {
 	if sp := d.takeSpare(id); sp != nil {
 		<-sp.ready
-		sp.discard()
+		d.dropSpare(id, sp)
 	}
 }
 
-func (sp *spare) discard() {
+// dropSpare discards spare sp of sandbox id, which is ready.
+func (d *Driver) dropSpare(id string, sp *spare) {
 	if sp.c != nil {
-		sp.c.destroy(context.Background())
+		d.discard(context.Background(), id, sp.c)
 	}
 }
 
@@ -120,13 +121,13 @@ func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, laye
 		select {
 		case <-sp.ready:
 		case <-ctx.Done():
-			go func() { <-sp.ready; sp.discard() }()
+			go func() { <-sp.ready; d.dropSpare(id, sp) }()
 			return nil, ctx.Err()
 		}
 		if sp.c != nil && mem != "" && sp.shape == spareShape(spec) {
 			return d.restoreSpare(ctx, id, spec, sp, layer, mem)
 		}
-		sp.discard() // before the create below makes a container of the same id
+		d.dropSpare(id, sp) // before the create below makes a container of the same id
 	}
 	return d.create(ctx, id, spec, layer, mem)
 }
@@ -136,11 +137,12 @@ func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, laye
 func (d *Driver) restoreSpare(ctx context.Context, id string, spec sandbox.Spec, sp *spare, layer io.Reader, mem string) (driver.Sandbox, error) {
 	c := sp.c
 	if err := c.b.fill(layer, d.extractOptions(c.uids)); err != nil {
-		c.destroy(context.WithoutCancel(ctx))
+		d.discard(context.WithoutCancel(ctx), id, c)
 		if errors.Is(err, snapshot.ErrCorrupt) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("restore the snapshot's layer: %v: %w", err, errdefs.ErrSetup)
+		// The cause as text: whatever its kind, the restore's setup failed.
+		return nil, fmt.Errorf("restore the snapshot's layer: %v: %w", err, errdefs.ErrSetup) //nolint:errorlint // see above
 	}
 	return d.launch(ctx, id, spec, c, mem, func(ctx context.Context, _ *os.File) (int, error) {
 		if err := c.rt.restoreCreated(ctx, id, c.b.dir, mem); err != nil {

@@ -27,21 +27,37 @@ func HostPaths(t testing.TB) []string {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
-		os.Chmod(dir, 0o755)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, "value"), []byte("host-path-value"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, dir)
 	}
-	f, err := os.CreateTemp("/usr/local", "airlock-hostpath-*")
+	return append(paths, usrLocalFile(t, "airlock-hostpath-*", "host-path-value"))
+}
+
+// usrLocalFile makes a file every host user may read in the host's /usr/local, named after
+// pattern (os.CreateTemp's), holding content, and removed when t ends; it returns its path.
+func usrLocalFile(t testing.TB, pattern, content string) string {
+	t.Helper()
+	f, err := os.CreateTemp("/usr/local", pattern)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a host file in /usr/local: %v", err)
 	}
 	t.Cleanup(func() { os.Remove(f.Name()) })
-	f.WriteString("host-path-value")
-	f.Close()
-	os.Chmod(f.Name(), 0o644)
-	return append(paths, f.Name())
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err != nil {
+		t.Fatalf("a host file in /usr/local: %v", err)
+	}
+	return f.Name()
 }
 
 // CheckHostPaths checks, in a sandbox of d from the host template, that every path of HostPaths

@@ -131,9 +131,11 @@ print(open(p).read(), end="")`, pyLit(p))}), 0, "ok")
 
 func testMounts(t *testing.T, h *Harness) {
 	ro, rw := t.TempDir(), t.TempDir()
-	os.Chmod(ro, 0o755)
-	os.Chmod(rw, 0o777)
-	os.WriteFile(ro+"/in", []byte("from host"), 0o644)
+	for _, err := range []error{os.Chmod(ro, 0o755), os.Chmod(rw, 0o777), os.WriteFile(ro+"/in", []byte("from host"), 0o644)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Binds are the operator's host directories (airlock run --ro/--rw, the daemon's volumes);
 	// filesystem paths are the sandbox's own (docs/levels.md#filesystem).
 	sb := h.New(t, sandbox.Spec{
@@ -207,7 +209,7 @@ except (OSError, AttributeError) as e:
 			t.Fatalf("processes: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 		}
 		var n int
-		fmt.Sscan(f[1], &n)
+		_, _ = fmt.Sscan(f[1], &n) // "none", or not a number: n stays 0, which fails below
 		if f[1] != "none" && (n == 0 || n > 6 || f[2] != "True") {
 			t.Fatalf("sandbox sees %d processes, itself among them: %q", n, res.Stdout)
 		}
@@ -218,7 +220,7 @@ except (OSError, AttributeError) as e:
 	}
 	res := Exec(t, sb, 10*time.Second, "ls /proc | grep -c '^[0-9]'")
 	var n int
-	fmt.Sscan(res.Stdout, &n)
+	_, _ = fmt.Sscan(res.Stdout, &n) // not a number: n stays 0, which fails below
 	if n == 0 || n > 6 {
 		t.Fatalf("sandbox sees %d processes: %q", n, res.Stdout)
 	}
@@ -321,22 +323,15 @@ for f in ` + pyLit(hostProcFiles) + `:
 // operators keep their own software, configuration and secrets: the sandbox sees an empty
 // directory there, and a file the host has in it cannot be read.
 func testUsrLocalHidden(t *testing.T, h *Harness) {
-	f, err := os.CreateTemp("/usr/local", "airlock-conformance-*")
-	if err != nil {
-		t.Fatalf("a host file in /usr/local: %v", err)
-	}
-	t.Cleanup(func() { os.Remove(f.Name()) })
-	f.WriteString("host-secret-value")
-	f.Close()
-	os.Chmod(f.Name(), 0o644)
+	secret := usrLocalFile(t, "airlock-conformance-*", "host-secret-value")
 	sb := h.New(t, sandbox.Spec{User: sandbox.UserRoot})
 	res := h.Exec(t, sb, 10*time.Second, Script{
-		Sh: "ls -A /usr/local | wc -l; cat " + f.Name() + " 2>/dev/null || echo unreadable",
+		Sh: "ls -A /usr/local | wc -l; cat " + secret + " 2>/dev/null || echo unreadable",
 		Py: `
 import os
 print(len(os.listdir("/usr/local")))
 try:
-    print(open(` + pyLit(f.Name()) + `).read())
+    print(open(` + pyLit(secret) + `).read())
 except OSError:
     print("unreadable")`,
 	})

@@ -19,7 +19,9 @@ import (
 // outside the layer (a read-write mount of a host directory).
 func testLayerChanges(t *testing.T, h *Harness) {
 	rw := t.TempDir()
-	os.Chmod(rw, 0o777)
+	if err := os.Chmod(rw, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	sb := h.New(t, sandbox.Spec{Binds: []sandbox.Bind{{Host: rw, Path: "/out"}}})
 	expect(t, h.Exec(t, sb, 10*time.Second, Script{
 		Sh: "echo old > /workspace/edit && echo x > /workspace/gone && mkdir /workspace/keep",

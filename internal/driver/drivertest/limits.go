@@ -360,7 +360,7 @@ err.write(b"done\n")`,
 // the host's fs.nr_open when it may raise that (CAP_SYS_RESOURCE).
 func noFileCeiling() uint64 {
 	var lim unix.Rlimit
-	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) // it cannot fail for RLIMIT_NOFILE
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(status), "\n") {
 		if hex, ok := strings.CutPrefix(l, "CapEff:"); ok {

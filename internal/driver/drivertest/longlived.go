@@ -315,8 +315,11 @@ os.symlink("/", "/workspace/up")`,
 	}
 	// The host can rewrite a file the sandbox made.
 	f := open("workspace/in", unix.O_WRONLY|unix.O_APPEND)
-	f.Write([]byte("from-host\n"))
+	_, err = f.Write([]byte("from-host\n"))
 	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A file the host creates with the ids FileRoot named belongs to the sandbox's user. It
 	// must be created with them as its filesystem ids: the writable layer may belong to the
 	// sandbox's user namespace, where the kernel refuses to create an inode owned by an id it
@@ -324,7 +327,9 @@ os.symlink("/", "/workspace/up")`,
 	err = asIDs(uid, gid, func() error {
 		f := open("workspace/f", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
 		defer f.Close()
-		f.Write([]byte("from-host\n"))
+		if _, err := f.Write([]byte("from-host\n")); err != nil {
+			return err
+		}
 		return unix.Fchown(f.fd, uid, gid)
 	})
 	if err != nil {
@@ -362,8 +367,9 @@ func asIDs(uid, gid int, f func() error) error {
 			return
 		}
 		err := f()
-		unix.Setfsuid(0)
-		unix.Setfsgid(0)
+		// setfs[ug]id report no failure: the ids are read back below.
+		_ = unix.Setfsuid(0)
+		_ = unix.Setfsgid(0)
 		if u, _ := unix.SetfsuidRetUid(-1); u == 0 {
 			if g, _ := unix.SetfsgidRetGid(-1); g == 0 {
 				runtime.UnlockOSThread()

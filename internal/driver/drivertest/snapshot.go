@@ -44,7 +44,7 @@ func (h *Harness) RestoreAs(t *testing.T, id string, spec sandbox.Spec, layer io
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		sb.Destroy(ctx)
+		Destroy(ctx, t, sb)
 	})
 	return sb, nil
 }
@@ -207,8 +207,12 @@ print(open("/workspace/a.txt").read() if os.path.exists("/workspace/a.txt") else
 		for _, name := range []string{"../../../../../../" + marker, marker, "oldroot" + marker, "work/x"} {
 			var b bytes.Buffer
 			tw := tar.NewWriter(&b)
-			tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
-			tw.Write([]byte("x"))
+			if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
 			tw.Close()
 			if _, err := h.Restore(t, sandbox.Spec{}, &b, ""); err == nil {
 				t.Errorf("restore of a layer holding %q succeeded", name)

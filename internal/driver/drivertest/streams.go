@@ -107,10 +107,12 @@ while True:
     print("got", l.rstrip("\n"), flush=True)
 print("end")`,
 		})})
-	pw.Write([]byte("a\n"))
-	stream.waitFor(t, "got a\n", 5*time.Second)
-	pw.Write([]byte("b\n"))
-	stream.waitFor(t, "got b\n", 5*time.Second)
+	for _, l := range []string{"a", "b"} {
+		if _, err := pw.Write([]byte(l + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		stream.waitFor(t, "got "+l+"\n", 5*time.Second)
+	}
 	pw.Close()
 	r := <-ch
 	if r.err != nil || r.res.ExitCode != 0 || r.res.Stdout != "got a\ngot b\nend\n" || stream.String() != r.res.Stdout {

@@ -103,11 +103,7 @@ func (h *Harness) TryNew(t *testing.T, spec sandbox.Spec) (driver.Sandbox, error
 	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() {
-		if err := sb.Destroy(context.Background()); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-	})
+	t.Cleanup(func() { Destroy(context.Background(), t, sb) })
 	return sb, nil
 }
 
@@ -177,7 +173,9 @@ func hostForks(t *testing.T) {
 func hostSecret(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p := dir + "/secret"
 	if err := os.WriteFile(p, []byte("host-secret-value"), 0o644); err != nil {
 		t.Fatal(err)
@@ -196,5 +194,14 @@ func within(t *testing.T, what string, got, lo, hi float64) {
 	t.Helper()
 	if got < lo || got > hi {
 		t.Fatalf("%s = %.3f, want between %.3f and %.3f", what, got, lo, hi)
+	}
+}
+
+// Destroy destroys sb for a test, failing t if it cannot: what a sandbox fails to release is a
+// leak.
+func Destroy(ctx context.Context, t testing.TB, sb driver.Sandbox) {
+	t.Helper()
+	if err := sb.Destroy(ctx); err != nil {
+		t.Errorf("destroy %s: %v", sb.ID(), err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -39,7 +40,7 @@ func TestAdopt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { sb.Destroy(ctx) })
+		t.Cleanup(func() { drivertest.Destroy(ctx, t, sb) })
 		return spec, sb.(*host.Sandbox), sb.(driver.HostFacter).HostFacts()
 	}
 
@@ -80,7 +81,7 @@ func TestAdopt(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := sb.(*host.Sandbox)
-		t.Cleanup(func() { old.Destroy(ctx) })
+		t.Cleanup(func() { drivertest.Destroy(ctx, t, old) })
 		facts := old.HostFacts()
 		old.Abandon()
 		adopted, err := d.Adopt(ctx, old.ID(), spec, facts)
@@ -90,7 +91,7 @@ func TestAdopt(t *testing.T) {
 		if r := shell(t, adopted, "id -u"); r.Stdout != "0\n" {
 			t.Fatalf("adopted root sandbox: %+v", r)
 		}
-		adopted.Destroy(ctx)
+		drivertest.Destroy(ctx, t, adopted)
 	})
 
 	t.Run("paused", func(t *testing.T) {
@@ -109,13 +110,15 @@ func TestAdopt(t *testing.T) {
 		if r := shell(t, sb, "echo thawed"); r.Stdout != "thawed\n" {
 			t.Fatalf("after adopting a paused sandbox: %+v", r)
 		}
-		sb.Destroy(ctx)
+		drivertest.Destroy(ctx, t, sb)
 	})
 
 	t.Run("forged or stale facts", func(t *testing.T) {
 		spec, old, facts := newBox()
 		var f map[string]any
-		json.Unmarshal(facts, &f)
+		if err := json.Unmarshal(facts, &f); err != nil {
+			t.Fatal(err)
+		}
 		f["startTime"] = 1
 		forged, _ := json.Marshal(f)
 		if _, err := d.Adopt(ctx, old.ID(), spec, forged); err == nil || !strings.Contains(err.Error(), "gone") {
@@ -125,7 +128,9 @@ func TestAdopt(t *testing.T) {
 			t.Error("adopted a sandbox under another sandbox's id")
 		}
 		var orig map[string]any
-		json.Unmarshal(facts, &orig)
+		if err := json.Unmarshal(facts, &orig); err != nil {
+			t.Fatal(err)
+		}
 		delete(orig, "uids")
 		older, _ := json.Marshal(orig)
 		if _, err := d.Adopt(ctx, old.ID(), spec, older); err == nil || !strings.Contains(err.Error(), "uid range") {

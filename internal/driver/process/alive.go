@@ -1,6 +1,8 @@
 package process
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,14 +25,25 @@ func (d *Driver) heartbeat(stop <-chan struct{}) {
 		d.orphanedAt = st.ModTime()
 	}
 	beat := min(time.Second, d.cfg.OrphanGrace/4)
+	failing := false // said once per run of failures, not every beat
 	touch := func() {
 		now := time.Now()
-		if err := os.Chtimes(d.aliveFile(), now, now); os.IsNotExist(err) {
-			os.MkdirAll(d.cfg.StateDir, 0o700)
-			if f, err := os.Create(d.aliveFile()); err == nil {
-				f.Close()
+		err := os.Chtimes(d.aliveFile(), now, now)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = os.MkdirAll(d.cfg.StateDir, 0o700)
+			if err == nil {
+				var f *os.File
+				if f, err = os.Create(d.aliveFile()); err == nil {
+					f.Close()
+				}
 			}
 		}
+		if err != nil && !failing {
+			// The next driver would not know when this one died, and would adopt a paused
+			// sandbox whose grace ran out.
+			d.log.Warn("the heartbeat file cannot be kept", "file", d.aliveFile(), "err", err)
+		}
+		failing = err != nil
 	}
 	touch()
 	d.beats.Add(1)

@@ -197,7 +197,8 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, seed 
 		}
 		return cmd.Process.Pid, nil
 	}
-	l.Wait = func() { cmd.Wait() }
+	// Init's exit status adds nothing: what it failed at, it told on the control socket.
+	l.Wait = func() { _ = cmd.Wait() }
 	return d.rt.Launch(ctx, id, spec, gw, l)
 }
 

@@ -49,7 +49,7 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*guest.Con
 	} else {
 		etc, err := d.rt.Template().Etc(d.resolver(spec))
 		if err != nil {
-			return nil, fmt.Errorf("generate /etc: %v: %w", err, errdefs.ErrSetup)
+			return nil, fmt.Errorf("generate /etc: %w: %w", err, errdefs.ErrSetup)
 		}
 		r.Binds = append(r.Binds, d.rt.Template().Mounts()...)
 		r.Binds = append(r.Binds, guest.BindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})

@@ -46,7 +46,9 @@ func newDriverWith(t testing.TB, change func(*process.Config)) *process.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(state, 0o755)
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { os.RemoveAll(state) })
 	cfg := process.DefaultConfig()
 	cfg.CgroupParent = fmt.Sprintf("airlock-test-%d", os.Getpid())
@@ -115,7 +117,9 @@ func TestSweepOrphans(t *testing.T) {
 	if len(hier) == 0 {
 		// The conformance run creates the parent; make it here when run alone.
 		for _, c := range []string{"cpu", "cpuacct", "memory", "pids", "freezer"} {
-			os.MkdirAll("/sys/fs/cgroup/"+c+"/"+parent, 0o755)
+			if err := os.MkdirAll("/sys/fs/cgroup/"+c+"/"+parent, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 		hier, _ = filepath.Glob("/sys/fs/cgroup/*/" + parent)
 	}
@@ -221,7 +225,8 @@ func TestPausedExecDeadline(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		sb.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: []string{"sleep", "30"}})
+		// How it ends is the test's below: when, and the sandbox's state.
+		_, _ = sb.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: []string{"sleep", "30"}})
 		done <- time.Now()
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -306,7 +311,7 @@ func TestRootfsHostRoot(t *testing.T) {
 		sandbox.SetDefaults(&spec)
 		sb, err := d.Create(context.Background(), sandbox.NewID("sbx_"), spec)
 		if err == nil {
-			sb.Destroy(context.Background())
+			drivertest.Destroy(context.Background(), t, sb)
 		}
 		fe, ok := errors.AsType[*errdefs.FieldError](err)
 		if !ok || fe.Field != "rootfs" || !errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrSetup) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/sandbox"
@@ -46,7 +47,7 @@ func newSmall(t *testing.T, d *process.Driver) *host.Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	t.Cleanup(func() { drivertest.Destroy(context.Background(), t, sb) })
 	return sb.(*host.Sandbox)
 }
 

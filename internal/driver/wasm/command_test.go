@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -37,7 +38,7 @@ func TestParseCommand(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cmd, err := parseCommand(c.argv)
 			if c.exit != 0 {
-				ce, ok := err.(*commandError)
+				ce, ok := errors.AsType[*commandError](err)
 				if !ok || ce.exit != c.exit {
 					t.Fatalf("err %v, want a refusal with exit %d", err, c.exit)
 				}
@@ -61,13 +62,19 @@ func TestParseCommand(t *testing.T) {
 func TestConfinedFS(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
-	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
-	for _, d := range []string{"workspace", "etc", "workspace/blocked"} {
-		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.WriteFile(filepath.Join(dir, "etc", "conf"), []byte("c"), 0o644)
-	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "workspace", "link"))
-	os.Symlink(outside, filepath.Join(dir, "workspace", "dirlink"))
+	must(os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
+	for _, d := range []string{"workspace", "etc", "workspace/blocked"} {
+		must(os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	must(os.WriteFile(filepath.Join(dir, "etc", "conf"), []byte("c"), 0o644))
+	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "workspace", "link")))
+	must(os.Symlink(outside, filepath.Join(dir, "workspace", "dirlink")))
 	files := &openFiles{limit: 2}
 	c := newConfinedFS(dir, "/", []string{"/workspace"}, []string{"/workspace/blocked"}, files)
 

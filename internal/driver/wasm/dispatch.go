@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,9 +173,9 @@ func findWorker(initPid int) int {
 		for _, f := range strings.Fields(string(b)) {
 			cmd, _ := os.ReadFile("/proc/" + f + "/cmdline")
 			if strings.Contains(string(cmd), "\x00"+workerArg) && !strings.Contains(string(cmd), extractArg) {
-				var pid int
-				fmt.Sscan(f, &pid)
-				return pid
+				if pid, err := strconv.Atoi(f); err == nil {
+					return pid
+				}
 			}
 		}
 	}

@@ -245,13 +245,13 @@ func (d *Driver) create(ctx context.Context, id string, spec sandbox.Spec, layer
 	}
 	jail, err := asJail(js)
 	if err != nil {
-		js.Destroy(context.WithoutCancel(ctx))
+		driver.Discard(context.WithoutCancel(ctx), d.log, js)
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	s := d.open(id, spec, jail)
 	defer func() {
 		if err != nil {
-			s.Destroy(context.WithoutCancel(ctx))
+			driver.Discard(context.WithoutCancel(ctx), d.log, s)
 		}
 	}()
 	if layer != nil {
@@ -312,16 +312,21 @@ func (d *Driver) precompile(ctx context.Context) error {
 			d.rt.close()
 			d.log.Info("the wasm interpreters are compiled in the cache", "dir", d.cfg.CacheDir, "took", time.Since(t0), "python", d.rt.pyErr, "javascript", d.rt.jsErr)
 			// Machine code of public interpreters: the jails' users read it (read-only binds).
-			filepath.WalkDir(d.cfg.CacheDir, func(p string, e fs.DirEntry, err error) error {
+			var failed []error
+			_ = filepath.WalkDir(d.cfg.CacheDir, func(p string, e fs.DirEntry, err error) error {
 				switch {
 				case err != nil:
+					failed = append(failed, err)
 				case e.IsDir():
-					os.Chmod(p, 0o755)
+					failed = append(failed, os.Chmod(p, 0o755))
 				case e.Type().IsRegular():
-					os.Chmod(p, 0o644)
+					failed = append(failed, os.Chmod(p, 0o644))
 				}
 				return nil
 			})
+			if err := errors.Join(failed...); err != nil {
+				d.log.Warn("the wasm compilation cache is not all readable by the jails", "dir", d.cfg.CacheDir, "err", err)
+			}
 		}()
 	})
 	select {

@@ -99,7 +99,11 @@ func (s *Sandbox) startWorker(ctx context.Context) (*worker, error) {
 		}
 		return w, nil
 	case <-w.done:
-		return nil, fmt.Errorf("sandbox %s: the worker ended as it started (exit %d): %v %s", s.id, w.res.ExitCode, w.err, strings.TrimSpace(w.res.Stderr))
+		err := fmt.Errorf("sandbox %s: the worker ended as it started (exit %d): %s", s.id, w.res.ExitCode, strings.TrimSpace(w.res.Stderr))
+		if w.err != nil {
+			err = fmt.Errorf("%w: %w", err, w.err)
+		}
+		return nil, err
 	case <-ctx.Done():
 		w.stop()
 		return nil, fmt.Errorf("sandbox %s: waiting for the worker: %w", s.id, ctx.Err())
@@ -162,11 +166,13 @@ func (w *worker) readLoop() {
 		if es == nil {
 			continue // an exec that gave up already
 		}
+		// An exec's writer that fails (its client gone) must not stop the reading: the stream
+		// carries every exec's frames.
 		switch f.kind {
 		case frameStdout:
-			es.stdout.Write(f.payload)
+			_, _ = es.stdout.Write(f.payload)
 		case frameStderr:
-			es.stderr.Write(f.payload)
+			_, _ = es.stderr.Write(f.payload)
 		case frameExit:
 			var rep execReply
 			if json.Unmarshal(f.payload, &rep) != nil {
@@ -218,7 +224,7 @@ func (w *worker) run(ctx context.Context, req execRequest, stdin io.Reader, sign
 				return
 			}
 			if err != nil {
-				w.fw.write(frameStdinEOF, id, nil)
+				_ = w.fw.write(frameStdinEOF, id, nil) // a worker gone is seen below (w.done)
 				return
 			}
 		}
@@ -241,11 +247,12 @@ func (w *worker) run(ctx context.Context, req execRequest, stdin io.Reader, sign
 				signals = nil
 				continue
 			}
-			go w.fw.write(frameStop, id, []byte{byte(sig)})
+			// A worker gone is seen at w.done, one that does not read at the kill timer.
+			go func() { _ = w.fw.write(frameStop, id, []byte{byte(sig)}) }()
 		case <-done:
 			done = nil
 			killTimer = time.After(stopGrace)
-			go w.fw.write(frameStop, id, []byte{0})
+			go func() { _ = w.fw.write(frameStop, id, []byte{0}) }() // as for a signal
 		case <-killTimer:
 			killTimer = nil
 			w.kill()

@@ -69,7 +69,7 @@ func (e *execMemory) unmap() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, b := range e.mapped {
-		unix.Munmap(b)
+		_ = unix.Munmap(b) // it fails only for what was never mapped
 	}
 	e.mapped = nil
 }

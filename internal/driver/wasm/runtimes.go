@@ -94,8 +94,10 @@ func readInterp(lang, dir, fix string) *interp {
 		i.err = fmt.Errorf("not installed (%s)", fix)
 		return i
 	}
-	if err := json.Unmarshal(b, &i.m); err != nil || i.m.Wasm == "" || i.m.Sha256 == "" {
-		i.err = fmt.Errorf("its manifest.json is unreadable (%v); reinstall: %s", err, fix)
+	if err := json.Unmarshal(b, &i.m); err != nil {
+		i.err = fmt.Errorf("its manifest.json is unreadable (%w); reinstall: %s", err, fix)
+	} else if i.m.Wasm == "" || i.m.Sha256 == "" {
+		i.err = fmt.Errorf("its manifest.json names no wasm file or no sha256; reinstall: %s", fix)
 	}
 	return i
 }
@@ -214,7 +216,7 @@ func (i *interp) read() ([]byte, error) {
 func (r *runtimes) pythonModule(context.Context) (wazero.Runtime, wazero.CompiledModule, error) {
 	r.pyOnce.Do(r.loadPython)
 	if r.pyErr != nil {
-		return nil, nil, fmt.Errorf("%v: %w", r.pyErr, errdefs.ErrUnavailable)
+		return nil, nil, fmt.Errorf("%w: %w", r.pyErr, errdefs.ErrUnavailable)
 	}
 	return r.rtPy, r.pyMod, nil
 }
@@ -223,7 +225,7 @@ func (r *runtimes) pythonModule(context.Context) (wazero.Runtime, wazero.Compile
 func (r *runtimes) jsRunnerFor(context.Context) (*node.Runner, error) {
 	r.jsOnce.Do(r.loadJS)
 	if r.jsErr != nil {
-		return nil, fmt.Errorf("%v: %w", r.jsErr, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("%w: %w", r.jsErr, errdefs.ErrUnavailable)
 	}
 	return r.jsRunner, nil
 }

@@ -99,7 +99,7 @@ func newSandbox(t testing.TB, d driver.Driver, spec sandbox.Spec) driver.Sandbox
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	t.Cleanup(func() { drivertest.Destroy(context.Background(), t, sb) })
 	return sb
 }
 
@@ -370,7 +370,7 @@ func TestManyConcurrent(t *testing.T) {
 				errs <- err
 				return
 			}
-			defer sb.Destroy(context.Background())
+			defer drivertest.Destroy(context.Background(), t, sb)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			for _, argv := range [][]string{
@@ -379,7 +379,7 @@ func TestManyConcurrent(t *testing.T) {
 			} {
 				res, err := sb.Exec(ctx, sandbox.ExecRequest{ID: sandbox.NewID("exec_"), Command: argv, Capture: true})
 				if err != nil || strings.TrimSpace(res.Stdout) != fmt.Sprint(i*2) {
-					errs <- fmt.Errorf("sandbox %d %s: %v %+v", i, argv[0], err, res)
+					errs <- errors.Join(fmt.Errorf("sandbox %d %s: %+v", i, argv[0], res), err)
 					return
 				}
 			}

@@ -88,7 +88,7 @@ func serveWorker(in io.Reader, out io.Writer, log *slog.Logger) error {
 	}
 	g, err := newGuest(cfg, openRuntimes(jailRuntimes, jailCache, log))
 	if err != nil {
-		fw.write(frameReady, 0, []byte(err.Error()))
+		_ = fw.write(frameReady, 0, []byte(err.Error())) // err ends the worker, told or not
 		return err
 	}
 	if err := fw.write(frameReady, 0, nil); err != nil {
@@ -114,7 +114,8 @@ func serveWorker(in io.Reader, out io.Writer, log *slog.Logger) error {
 		case frameExec:
 			var req execRequest
 			if e != nil || json.Unmarshal(f.payload, &req) != nil {
-				fw.writeJSON(frameExit, f.id, execReply{Error: "malformed exec request"})
+				// A write fails only when the daemon is gone: the next read ends the loop.
+				_ = fw.writeJSON(frameExit, f.id, execReply{Error: "malformed exec request"})
 				continue
 			}
 			e = &workerExec{stdin: newStdinBuffer(!req.Stdin)}
@@ -127,7 +128,7 @@ func serveWorker(in io.Reader, out io.Writer, log *slog.Logger) error {
 				defer wg.Done()
 				defer e.stop(nil) // and so e.stdin.end: done
 				rep := g.run(ctx, req, e.stdin, streamWriter{fw, frameStdout, id}, streamWriter{fw, frameStderr, id})
-				fw.writeJSON(frameExit, id, rep)
+				_ = fw.writeJSON(frameExit, id, rep) // as for a malformed request
 			}(f.id)
 		case frameStdin:
 			if e != nil {

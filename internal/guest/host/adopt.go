@@ -115,7 +115,9 @@ func (rt *Runtime) Adopt(ctx context.Context, id string, spec sandbox.Spec, a Ad
 // release lets go of an adoption that failed before its sandbox was made, and returns err.
 func (rt *Runtime) release(a Adoption, err error) error {
 	if a.Gateway != nil {
-		a.Gateway.Release()
+		if gerr := a.Gateway.Release(); gerr != nil {
+			rt.log.Warn("release the network of a failed adoption", "pid", a.Pid, "err", gerr)
+		}
 	}
 	a.Conn.Close()
 	return err
@@ -130,7 +132,9 @@ func (s *Sandbox) Abandon() { s.ctl.close() }
 // grace) decides its fate.
 func (s *Sandbox) abandon() {
 	if s.gw != nil {
-		s.gw.Release()
+		if err := s.gw.Release(); err != nil {
+			s.rt.log.Warn("release the network of an abandoned adoption", "sandbox", s.id, "err", err)
+		}
 	}
 	s.ctl.close()
 	if s.events != nil {

@@ -76,7 +76,11 @@ func streamPair() (ours, theirs *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("socketpair: %w", err)
 	}
-	unix.SetNonblock(fds[0], true)
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
 	return os.NewFile(uintptr(fds[0]), "airlock-relay"), os.NewFile(uintptr(fds[1]), "airlock-relay-init"), nil
 }
 
@@ -126,7 +130,8 @@ func (c *conn) recv(buf []byte) (*guest.Message, error) {
 	}
 	for _, fd := range fds {
 		// Non-blocking, so that the runtime's poller serves reads and a Close interrupts them.
-		unix.SetNonblock(fd, true)
+		// It cannot fail on an fd just received; os.NewFile sees the mode either way.
+		_ = unix.SetNonblock(fd, true)
 		m.Files = append(m.Files, os.NewFile(uintptr(fd), "airlock-"+m.Kind))
 	}
 	return m, nil

@@ -146,7 +146,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				continue
 			}
 			if relayEnd != nil {
-				s.ctl.send(&guest.Message{Kind: guest.MsgResize, ID: req.ID, Size: &ws})
+				// A send fails only when init is gone, which s.done says below.
+				_ = s.ctl.send(&guest.Message{Kind: guest.MsgResize, ID: req.ID, Size: &ws})
 			} else {
 				std.resize(ws)
 			}
@@ -155,11 +156,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				signals = nil
 				continue
 			}
-			s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(sig)})
+			_ = s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(sig)}) // as for resize
 		case <-done:
 			done = nil
 			res.TimedOut = true
-			s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
+			_ = s.ctl.send(&guest.Message{Kind: guest.MsgSignal, ID: req.ID, Signal: int(unix.SIGKILL)})
 			// Init answers at once unless the sandbox is paused or wedged (out of pids, say); then
 			// the cgroup is killed, which ends the command, everything it started — and the
 			// sandbox, since init is in the same cgroup.
@@ -167,7 +168,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		case <-killTimer:
 			killTimer = nil
 			s.rt.log.Warn("init did not kill a timed-out command; killing the sandbox", "sandbox", s.id, "exec", req.ID)
-			s.cg.Kill(context.Background())
+			if err := s.cg.Kill(context.Background()); err != nil {
+				s.rt.log.Error("kill the sandbox of a timed-out command", "sandbox", s.id, "exec", req.ID, "err", err)
+			}
 		case <-s.done:
 			waiting = false
 			res.ExitCode = 128 + int(unix.SIGKILL)

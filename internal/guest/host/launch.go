@@ -136,7 +136,7 @@ func (rt *Runtime) Launch(ctx context.Context, id string, spec sandbox.Spec, gw 
 	var fed chan error // the Seed's feeder, once it runs
 	fail := func(err error) (*Sandbox, error) {
 		// Init is gone after Destroy, and the Seed's pipe with it: its feeder ends.
-		s.Destroy(context.Background())
+		driver.Discard(context.Background(), rt.log, s)
 		return nil, setupErr(seeded(fed, err))
 	}
 	var initEnd *os.File
@@ -292,7 +292,7 @@ func (s *Sandbox) place(ready <-chan *guest.Message) error {
 // down already, and its commands run on.
 func (s *Sandbox) restored(ctx context.Context, l Launcher, t0 time.Time) (*Sandbox, error) {
 	fail := func(err error) (*Sandbox, error) {
-		s.Destroy(context.Background())
+		driver.Discard(context.Background(), s.rt.log, s)
 		return nil, fmt.Errorf("sandbox %s: %w: %w", s.id, err, errdefs.ErrSetup)
 	}
 	s.mu.Lock()

@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/airlockrun/airlock/internal/guest"
@@ -36,7 +38,9 @@ func (s *Sandbox) watchGuestMemory(limit int64) {
 			default:
 			}
 			s.rt.log.Error("sandbox ended: its memory limit cannot be watched", "sandbox", s.id, "err", err)
-			s.proc.Kill()
+			if err := s.proc.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				s.rt.log.Error("kill a sandbox whose memory limit cannot be watched", "sandbox", s.id, "err", err)
+			}
 			return
 		}
 		defer w.Close()
@@ -44,7 +48,7 @@ func (s *Sandbox) watchGuestMemory(limit int64) {
 			select {
 			case <-w.C:
 				if w.Over() {
-					s.ctl.send(&guest.Message{Kind: guest.MsgOOM})
+					_ = s.ctl.send(&guest.Message{Kind: guest.MsgOOM}) // fails only once init is gone
 				}
 			case <-s.done:
 				return

@@ -50,12 +50,13 @@ const helloTimeout = 2 * time.Second
 // token. It gives up when ctx ends or init exits.
 func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, error) {
 	l := s.l.Control
-	stop := context.AfterFunc(ctx, func() { l.SetDeadline(time.Now()) })
+	// A deadline fails only on a closed listener, whose Accept fails anyway.
+	stop := context.AfterFunc(ctx, func() { _ = l.SetDeadline(time.Now()) })
 	defer stop()
 	go func() {
 		select {
 		case <-s.exited:
-			l.SetDeadline(time.Now())
+			_ = l.SetDeadline(time.Now())
 		case <-ctx.Done():
 		}
 	}()
@@ -71,14 +72,15 @@ func (s *Sandbox) accept(ctx context.Context, token string) (*net.UnixConn, erro
 		if token == "" {
 			return c, nil
 		}
-		c.SetReadDeadline(time.Now().Add(helloTimeout))
+		// As for the listener: on a closed connection, recv fails too.
+		_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
 		cc := newUnixConn(c)
 		m, err := cc.recv(buf)
 		if err == nil {
 			m.CloseFiles()
 		}
 		if err == nil && m.Kind == guest.MsgHello && subtle.ConstantTimeCompare([]byte(m.Token), []byte(token)) == 1 {
-			c.SetReadDeadline(time.Time{})
+			_ = c.SetReadDeadline(time.Time{})
 			return c, nil
 		}
 		s.rt.log.Warn("turned away a connection to the control socket", "sandbox", s.id, "err", err)

@@ -72,7 +72,7 @@ type Runtime struct {
 func NewRuntime(cfg Config, log *slog.Logger) *Runtime {
 	rt := &Runtime{log: log, used: map[string]map[int]bool{}}
 	rt.filter = sync.OnceValues(compileFilter)
-	go rt.filter()
+	go func() { _, _ = rt.filter() }() // its callers get its error
 	rt.uids, rt.instance, rt.uidsErr = newUIDPool(cfg)
 	rt.probe(cfg)
 	return rt
@@ -132,9 +132,12 @@ func (rt *Runtime) probe(cfg Config) {
 		false: "airlock creates cgroups and maps a host uid range for each sandbox: run it as root"}[root])
 
 	var u unix.Utsname
-	unix.Uname(&u)
-	rel := unix.ByteSliceToString(u.Release[:])
-	c.Kernel = check("kernel", kernelAtLeast(rel, 5, 10), "Linux "+rel+" (needs 5.10 or later)")
+	if err := unix.Uname(&u); err != nil {
+		c.Kernel = check("kernel", false, "uname: "+err.Error())
+	} else {
+		rel := unix.ByteSliceToString(u.Release[:])
+		c.Kernel = check("kernel", kernelAtLeast(rel, 5, 10), "Linux "+rel+" (needs 5.10 or later)")
+	}
 
 	n, _ := os.ReadFile("/proc/sys/user/max_user_namespaces")
 	userns := strings.TrimSpace(string(n))

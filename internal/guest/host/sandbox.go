@@ -294,9 +294,11 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 			s.l.Control.Close()
 		}
 		if s.proc != nil {
-			s.proc.Kill()
+			// Should the kill or the thaw fail, the cgroup's Kill below freezes, kills and thaws
+			// everything in it on its own.
+			_ = s.proc.Kill()
 			if s.paused {
-				s.cg.Thaw(ctx)
+				_ = s.cg.Thaw(ctx)
 			}
 			select {
 			case <-s.exited:
@@ -327,6 +329,14 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		}
 	})
 	return s.destroyErr
+}
+
+// thaw thaws the sandbox's cgroup after what froze it (op) is done; a failure leaves the
+// sandbox frozen, which op's caller cannot undo, so it is logged.
+func (s *Sandbox) thaw(ctx context.Context, op string) {
+	if err := s.cg.Thaw(ctx); err != nil {
+		s.rt.log.Error("sandbox left frozen", "sandbox", s.id, "after", op, "err", err)
+	}
 }
 
 // Claim implements driver.Claimer. The sandbox was made with its warm pool's spec, whose

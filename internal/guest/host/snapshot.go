@@ -48,7 +48,7 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 		if err != nil {
 			return false, fmt.Errorf("snapshot: freeze sandbox %s: %w", s.id, err)
 		}
-		defer s.cg.Thaw(context.WithoutCancel(ctx))
+		defer s.thaw(context.WithoutCancel(ctx), "snapshot")
 	}
 	_, err := snapshot.WriteLayer(w, fmt.Sprintf("/proc/self/fd/%d", s.layer.Fd()), snapshot.WriteOptions{
 		Layout: guest.LayerLayout, SandboxID: s.uids.SandboxID,

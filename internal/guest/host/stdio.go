@@ -66,7 +66,8 @@ func newStdio(req sandbox.ExecRequest) (*stdio, error) {
 		// Fed as data arrives, closed at the reader's EOF. The exec never waits for it: a reader
 		// that blocks past the command's end finds the pipe closed when it returns.
 		go func() {
-			io.Copy(w, in)
+			// It ends at the reader's EOF, or with EPIPE once the command's end closed the pipe.
+			_, _ = io.Copy(w, in)
 			w.Close()
 		}()
 	}
@@ -144,7 +145,8 @@ func (s *stdio) attachTerminal(master *os.File, in io.Reader, relayed bool) {
 			return
 		}
 		if rc, err := master.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_WR) })
+			// The relay's end of stdin; failing, it was closed or disconnected already.
+			_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_WR) })
 		}
 	}()
 }
@@ -197,13 +199,14 @@ func (s *stdio) finish(grace time.Duration, res *sandbox.ExecResult) {
 // stderrNote adds airlock's own message to the command's stderr as the caller sees it (stdout, on
 // a terminal).
 func (s *stdio) stderrNote(msg string) {
+	// A stream that fails the note fails the command's output too: nothing more to tell.
 	switch {
 	case s.out[1] != nil:
-		s.out[1].Write([]byte(msg))
+		_, _ = s.out[1].Write([]byte(msg))
 	case s.child[2] != nil:
-		s.child[2].WriteString(msg)
+		_, _ = s.child[2].WriteString(msg)
 	case s.out[0] != nil: // a terminal
-		s.out[0].Write([]byte(msg))
+		_, _ = s.out[0].Write([]byte(msg))
 	}
 }
 
@@ -233,7 +236,9 @@ func pump(r *os.File, w io.Writer) {
 	for {
 		n, err := r.Read(*bp)
 		if n > 0 {
-			w.Write((*bp)[:n])
+			// A failing w (a client gone) does not stop the reading, or the command would block
+			// on a full pipe.
+			_, _ = w.Write((*bp)[:n])
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			drain(r, w, *bp)
@@ -254,11 +259,13 @@ func drain(r *os.File, w io.Writer, buf []byte) {
 	for total := 0; total < maxDrain; {
 		n := 0
 		// r is non-blocking: this takes what is there and never waits.
-		rc.Control(func(fd uintptr) { n, err = unix.Read(int(fd), buf) })
+		if cerr := rc.Control(func(fd uintptr) { n, err = unix.Read(int(fd), buf) }); cerr != nil {
+			return
+		}
 		if n <= 0 || err != nil {
 			return
 		}
-		w.Write(buf[:n])
+		_, _ = w.Write(buf[:n]) // as in pump
 		total += n
 	}
 }

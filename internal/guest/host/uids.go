@@ -82,7 +82,7 @@ func (rt *Runtime) UIDLeftovers(level string) []string {
 // exists.
 func (rt *Runtime) AllocateUIDs(level, id, hold string) (uidalloc.Range, error) {
 	if rt.uids == nil {
-		return uidalloc.Range{}, fmt.Errorf("uid ranges: %s", rt.uidsErr)
+		return uidalloc.Range{}, fmt.Errorf("uid ranges: %w", rt.uidsErr)
 	}
 	o := rt.uidOwner(level, id)
 	o.Hold = hold
@@ -128,7 +128,7 @@ func (rt *Runtime) ReclaimUIDs(level, id string) {
 // gone airlock process started, after checking that init's user namespace maps exactly that range.
 func (rt *Runtime) AdoptUIDs(level, id string, pid int, r uidalloc.Range) error {
 	if rt.uids == nil {
-		return fmt.Errorf("sandbox %s: uid ranges: %v", id, rt.uidsErr)
+		return fmt.Errorf("sandbox %s: uid ranges: %w", id, rt.uidsErr)
 	}
 	m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", pid))
 	if want := fmt.Sprint(0, r.First(), uidalloc.Size); err != nil || strings.Join(strings.Fields(string(m)), " ") != want {

@@ -42,7 +42,12 @@ func newGuestCgroup(max int64) (*guestCgroup, error) {
 	if err := unix.Mount("cgroup", guestMount, "cgroup", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "pids"); err != nil {
 		return fail("mount", err)
 	}
-	defer unix.Unmount(guestMount, unix.MNT_DETACH)
+	mounted := true
+	defer func() {
+		if mounted { // a failed setup ends init: its error is the one to tell
+			_ = unix.Unmount(guestMount, unix.MNT_DETACH)
+		}
+	}()
 	cg := guestMount + "/airlock"
 	if err := os.Mkdir(cg, 0o755); err != nil {
 		return fail("mkdir", err)
@@ -56,6 +61,12 @@ func newGuestCgroup(max int64) (*guestCgroup, error) {
 	dir, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fail("open", err)
+	}
+	// Init keeps the directory's descriptor; what it starts must not find the hierarchy.
+	mounted = false
+	if err := unix.Unmount(guestMount, unix.MNT_DETACH); err != nil {
+		unix.Close(dir)
+		return fail("unmount", err)
 	}
 	return &guestCgroup{dir: dir, max: max}, nil
 }

@@ -22,6 +22,10 @@ func (c initConn) send(m *guest.Message, fds ...int) error {
 	return unix.Sendmsg(c.fd, b, oob, nil, 0)
 }
 
+// tell sends m to the host when no answer to a failure is left: a send fails only when the host
+// is gone, which the serve loop's next recv finds (an adoptable sandbox then waits, orphaned).
+func (c initConn) tell(m *guest.Message, fds ...int) { _ = c.send(m, fds...) }
+
 // recv blocks for one message and returns it with the file descriptors it carried; a message
 // in parts is read whole.
 func (c initConn) recv(buf []byte) (*guest.Message, []int, error) {
@@ -57,8 +61,11 @@ func (c initConn) recv(buf []byte) (*guest.Message, []int, error) {
 		whole = append(whole, buf[:n]...)
 	}
 	var full guest.Message
-	if err := json.Unmarshal(whole, &full); err != nil || full.Kind == guest.MsgParts {
-		return fail(fmt.Errorf("%w: a message in parts: %v", guest.ErrMalformed, err))
+	if err := json.Unmarshal(whole, &full); err != nil {
+		return fail(fmt.Errorf("%w: a message in parts: %w", guest.ErrMalformed, err))
+	}
+	if full.Kind == guest.MsgParts {
+		return fail(fmt.Errorf("%w: a message in parts is in parts again", guest.ErrMalformed))
 	}
 	return &full, fds, nil
 }

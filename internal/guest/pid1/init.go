@@ -54,7 +54,7 @@ func run() int {
 	}
 	buf := make([]byte, guest.MaxMessage)
 	fail := func(err error) int {
-		ctl.send(&guest.Message{Kind: guest.MsgError, Error: err.Error()})
+		ctl.tell(&guest.Message{Kind: guest.MsgError, Error: err.Error()})
 		return 1
 	}
 	m, fds, err := ctl.recv(buf)
@@ -355,8 +355,9 @@ func (srv *initServer) serve() {
 			for pid, r := range procs {
 				if r.id == m.ID {
 					// Commands lead their own session, so -pid reaches their process group.
-					unix.Kill(-pid, unix.Signal(m.Signal))
-					unix.Kill(pid, unix.Signal(m.Signal))
+					// ESRCH, the only failure, says it is gone already.
+					_ = unix.Kill(-pid, unix.Signal(m.Signal))
+					_ = unix.Kill(pid, unix.Signal(m.Signal))
 					if m.Signal == int(unix.SIGKILL) {
 						srv.doomed[pid] = true
 					}
@@ -371,14 +372,14 @@ func (srv *initServer) serve() {
 				}
 			}
 		case guest.MsgPing:
-			ctl.send(&guest.Message{Kind: guest.MsgPong, ID: m.ID, Guest: srv.guest.stats()})
+			ctl.tell(&guest.Message{Kind: guest.MsgPong, ID: m.ID, Guest: srv.guest.stats()})
 		case guest.MsgQuiesce:
 			srv.quiesce(m.ID)
 		case guest.MsgLayer:
 			if srv.layer < 0 {
-				ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
+				ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "this sandbox's layer is the host's"})
 			} else {
-				ctl.send(&guest.Message{Kind: guest.MsgLayer, ID: m.ID}, srv.layer)
+				ctl.tell(&guest.Message{Kind: guest.MsgLayer, ID: m.ID}, srv.layer)
 			}
 		}
 		for _, fd := range passed {
@@ -443,7 +444,7 @@ func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *sys
 		m.Signal = int(ws.Signal())
 		m.ExitCode = 128 + m.Signal
 	}
-	srv.ctl.send(m)
+	srv.ctl.tell(m)
 }
 
 func (srv *initServer) startExec(m *guest.Message, fds []int) {
@@ -452,12 +453,12 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 	// A terminal comes with no descriptor (init sends its master back), or with one: a socket to
 	// relay it through (see relayTerminal).
 	if e == nil || len(e.Argv) == 0 || (e.TTY == nil && len(fds) != 3) || (e.TTY != nil && len(fds) > 1) {
-		ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "malformed exec request"})
+		ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: "malformed exec request"})
 		return
 	}
 	path, err := lookPath(e.Argv[0], e.Env)
 	if err != nil {
-		ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 127})
+		ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 127})
 		return
 	}
 	pidfd, master := -1, -1
@@ -467,7 +468,7 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 	if e.TTY != nil {
 		var peer int
 		if master, peer, err = openTerminal(*e.TTY, as); err != nil {
-			ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+			ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 			return
 		}
 		defer unix.Close(master)
@@ -475,7 +476,7 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 		if len(fds) == 1 {
 			// fds are the serve loop's to close, master this function's: the relay gets copies.
 			if rl, err = newRelay(master, fds[0]); err != nil {
-				ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+				ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 				return
 			}
 			defer func() {
@@ -491,7 +492,7 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 	var sr *stdioRelay
 	if srv.dial != "" && e.TTY == nil {
 		if sr, err = newStdioRelay(fds); err != nil {
-			ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
+			ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: err.Error(), ExitCode: 126})
 			return
 		}
 		defer func() {
@@ -511,10 +512,10 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 	if err != nil {
 		// Exit codes as a shell gives them: 127 not found, 126 found but not runnable.
 		code := 126
-		if err == syscall.ENOENT {
+		if errors.Is(err, syscall.ENOENT) {
 			code = 127
 		}
-		ctl.send(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: fmt.Sprintf("exec %s: %v", e.Argv[0], err), ExitCode: code})
+		ctl.tell(&guest.Message{Kind: guest.MsgError, ID: m.ID, Error: fmt.Sprintf("exec %s: %v", e.Argv[0], err), ExitCode: code})
 		return
 	}
 	r := running{id: m.ID, pidfd: pidfd}
@@ -540,7 +541,7 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 		sr = nil
 	}
 	procs[pid] = r
-	ctl.send(&guest.Message{Kind: guest.MsgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.counts()}, pass...)
+	ctl.tell(&guest.Message{Kind: guest.MsgStarted, ID: m.ID, Pid: pid, Guest: srv.guest.counts()}, pass...)
 }
 
 // openTerminal makes a new pseudo-terminal on the sandbox's own devpts (/dev/ptmx points into

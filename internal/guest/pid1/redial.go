@@ -51,7 +51,7 @@ func (srv *initServer) redial() bool {
 // relayed streams. A command still running refuses it: its streams are its exec's.
 func (srv *initServer) quiesce(id string) {
 	for _, r := range srv.procs {
-		srv.ctl.send(&guest.Message{Kind: guest.MsgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
+		srv.ctl.tell(&guest.Message{Kind: guest.MsgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
 		return
 	}
 	srv.relayMu.Lock()
@@ -60,7 +60,7 @@ func (srv *initServer) quiesce(id string) {
 	}
 	srv.relays = map[*stdioRelay]bool{}
 	srv.relayMu.Unlock()
-	srv.ctl.send(&guest.Message{Kind: guest.MsgQuiesce, ID: id})
+	srv.ctl.tell(&guest.Message{Kind: guest.MsgQuiesce, ID: id})
 }
 
 // stdioRelay copies one exec's standard streams between the descriptors the host sent (host
@@ -86,7 +86,12 @@ func newStdioRelay(fds []int) (*stdioRelay, error) {
 			r.close()
 			return nil, fmt.Errorf("stdio relay: %w", err)
 		}
-		unix.SetNonblock(nfd, true)
+		// Non-blocking before os.NewFile, which makes only such a descriptor pollable.
+		if err := unix.SetNonblock(nfd, true); err != nil {
+			unix.Close(nfd)
+			r.close()
+			return nil, fmt.Errorf("stdio relay: %w", err)
+		}
 		r.host[i] = os.NewFile(uintptr(nfd), "relay-host")
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -97,7 +102,12 @@ func newStdioRelay(fds []int) (*stdioRelay, error) {
 		if i == 0 {
 			ours, theirs = p[1], p[0] // input: init writes
 		}
-		unix.SetNonblock(ours, true)
+		if err := unix.SetNonblock(ours, true); err != nil {
+			unix.Close(ours)
+			unix.Close(theirs)
+			r.close()
+			return nil, fmt.Errorf("stdio relay: %w", err)
+		}
 		r.inner[i], r.child[i] = os.NewFile(uintptr(ours), "relay-inner"), theirs
 	}
 	return r, nil
@@ -110,7 +120,8 @@ func (r *stdioRelay) start(done func()) {
 	r.pending.Add(3)
 	go func() {
 		defer r.pending.Done()
-		io.Copy(r.inner[0], r.host[0])
+		// It ends at the host's EOF, or once the command's end of the pipe is closed.
+		_, _ = io.Copy(r.inner[0], r.host[0])
 		r.inner[0].Close()
 	}()
 	for i := 1; i <= 2; i++ {

@@ -29,7 +29,10 @@ func newRelay(master, sock int) (*relay, error) {
 			return nil, fmt.Errorf("terminal relay: %w", err)
 		}
 		// Non-blocking, so that the runtime's poller waits and Close interrupts a read.
-		unix.SetNonblock(nfd, true)
+		if err := unix.SetNonblock(nfd, true); err != nil {
+			unix.Close(nfd)
+			return nil, fmt.Errorf("terminal relay: %w", err)
+		}
 		return os.NewFile(uintptr(nfd), "relay"), nil
 	}
 	m, err := dup(master)
@@ -55,7 +58,8 @@ func (r *relay) start() {
 		defer close(out)
 		copyAll(r.sock, r.master)
 		if rc, err := r.sock.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_WR) })
+			// The host's EOF; failing, the socket was closed or disconnected already.
+			_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_WR) })
 		}
 	}()
 	go func() {

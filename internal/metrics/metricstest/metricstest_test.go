@@ -60,7 +60,7 @@ func TestScrape(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		w.Write([]byte(exposition))
+		_, _ = w.Write([]byte(exposition)) // a failure is the scraper's to see
 	}))
 	t.Cleanup(srv.Close)
 	fams := Scrape(t, srv.URL)
@@ -102,7 +102,7 @@ func TestScrapeRefuses(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", tt.contentType)
 				w.WriteHeader(tt.status)
-				w.Write([]byte(tt.body))
+				_, _ = w.Write([]byte(tt.body))
 			}))
 			t.Cleanup(srv.Close)
 			tb := &fatalTB{TB: t}

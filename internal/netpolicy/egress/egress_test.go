@@ -71,8 +71,8 @@ func web(t *testing.T) (port string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })}
-	go srv.Serve(ln)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello") })}
+	go func() { _ = srv.Serve(ln) }() // until the cleanup closes it
 	t.Cleanup(func() { srv.Close() })
 	_, port, _ = net.SplitHostPort(ln.Addr().String())
 	return port
@@ -170,7 +170,12 @@ func TestReleaseAdopt(t *testing.T) {
 	if err := g.Link.Run(cmd.Start); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer func() {
+		if err := cmd.Process.Kill(); err != nil {
+			t.Error(err)
+		}
+		_ = cmd.Wait() // killed: its error says so
+	}()
 	slot := g.Link.Slot
 	if err := g.Release(); err != nil {
 		t.Fatal(err)

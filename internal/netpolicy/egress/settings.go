@@ -69,7 +69,7 @@ func (s Settings) Config() (Config, error) {
 	if s.Pool != "" {
 		p, err := netip.ParsePrefix(s.Pool)
 		if err != nil {
-			return c, fmt.Errorf("pool %q: %v", s.Pool, err)
+			return c, fmt.Errorf("pool %q: %w", s.Pool, err)
 		}
 		c.Pool = p
 	}

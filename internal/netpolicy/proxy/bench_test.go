@@ -18,7 +18,9 @@ func BenchmarkThroughputCONNECT(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		c.(interface{ CloseWrite() error }).CloseWrite()
+		if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+			b.Fatal(err)
+		}
 		if ack, err := io.ReadAll(c); err != nil || string(ack) != "ok" {
 			b.Fatalf("sink answered %q, %v", ack, err)
 		}
@@ -77,7 +79,7 @@ func sinkServer(b *testing.B) string {
 						break
 					}
 				}
-				io.WriteString(c, "ok")
+				_, _ = io.WriteString(c, "ok") // the sender checks the answer
 			}()
 		}
 	}()

@@ -43,8 +43,12 @@ func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // httpsGet sends one request over a TLS connection and returns the body.
 func httpsGet(t testing.TB, tc *tls.Conn) string {
 	t.Helper()
-	tc.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(tc, "GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+	if err := tc.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(tc, "GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +154,9 @@ func TestConnectServerFirst(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %s", resp.Status)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || line != "SSH-2.0-airlock-test\r\n" {
 		t.Fatalf("banner %q, %v", line, err)
@@ -169,7 +175,9 @@ func TestCloseEndsTunnels(t *testing.T) {
 	}
 	start := time.Now()
 	e.p.Close()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.ReadAll(c); err != nil {
 		t.Errorf("tunnel read: %v", err)
 	}
@@ -196,8 +204,9 @@ func bannerServer(t *testing.T) string {
 				return
 			}
 			conns <- c
-			io.WriteString(c, "SSH-2.0-airlock-test\r\n")
-			go func() { io.Copy(io.Discard, c); c.Close() }()
+			// The test's client checks what arrives.
+			_, _ = io.WriteString(c, "SSH-2.0-airlock-test\r\n")
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
 		}
 	}()
 	t.Cleanup(func() {

@@ -202,9 +202,10 @@ func (h *httpConn) writeResponse(req *http.Request, resp *http.Response, upType 
 	}
 	h.wmu.Lock()
 	h.respStarted = true
+	// bw keeps its first write error, which Flush returns.
 	fmt.Fprintf(bw, "HTTP/1.1 %s\r\n", status)
-	hdr.Write(bw)
-	bw.WriteString("\r\n")
+	_ = hdr.Write(bw)
+	_, _ = bw.WriteString("\r\n")
 	err := bw.Flush()
 	h.wmu.Unlock()
 	if err != nil {
@@ -214,7 +215,7 @@ func (h *httpConn) writeResponse(req *http.Request, resp *http.Response, upType 
 		out, in, _ := tunnel(h.c, resp.Body.(io.ReadWriteCloser), func() ([]byte, error) {
 			b, _ := h.br.Peek(h.br.Buffered())
 			b = slices.Clone(b)
-			h.br.Discard(len(b))
+			_, _ = h.br.Discard(len(b)) // what is buffered: it cannot fail
 			return b, nil
 		})
 		return false, in, out
@@ -234,8 +235,8 @@ func (h *httpConn) writeResponse(req *http.Request, resp *http.Response, upType 
 	}
 	if chunked {
 		cw.Close()
-		resp.Trailer.Write(bw)
-		bw.WriteString("\r\n")
+		_ = resp.Trailer.Write(bw) // as the header's: Flush says
+		_, _ = bw.WriteString("\r\n")
 		if bw.Flush() != nil {
 			return false, in, 0
 		}
@@ -292,11 +293,11 @@ func (b *countingBody) Read(p []byte) (int, error) {
 			if b.stopped.Load() || b.h.respStarted {
 				return
 			}
-			b.h.c.SetWriteDeadline(time.Now().Add(HeaderTimeout))
+			_ = b.h.c.SetWriteDeadline(time.Now().Add(HeaderTimeout))
 			if _, err := io.WriteString(b.h.c, "HTTP/1.1 100 Continue\r\n\r\n"); err == nil {
 				b.h.continued.Store(true)
 			}
-			b.h.c.SetWriteDeadline(time.Time{})
+			_ = b.h.c.SetWriteDeadline(time.Time{})
 		})
 	}
 	if b.stopped.Load() {

@@ -123,7 +123,7 @@ func TestHTTPRaw(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			go io.WriteString(c, tt.req) // may fail once the proxy has answered
+			go func() { _, _ = io.WriteString(c, tt.req) }() // may fail once the proxy has answered
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -176,8 +176,11 @@ func TestLivePolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if resp.StatusCode != want {
 			t.Errorf("status %d, want %d", resp.StatusCode, want)
 		}
@@ -206,10 +209,10 @@ func TestStreaming(t *testing.T) {
 	release := make(chan struct{})
 	stream := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: first\n\n")
+		_, _ = io.WriteString(w, "data: first\n\n") // the client checks what arrives
 		w.(http.Flusher).Flush()
 		<-release
-		io.WriteString(w, "data: last\n\n")
+		_, _ = io.WriteString(w, "data: last\n\n")
 	}))
 	e.route("127.0.0.1:80", stream)
 	resp, err := e.explicitClient().Get("http://allowed.test/")
@@ -266,7 +269,7 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	}
 	srv := &http.Server{Handler: h}
 	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ln) }()
+	go func() { defer close(done); _ = srv.Serve(ln) }() // until the cleanup closes it
 	t.Cleanup(func() { srv.Close(); <-done })
 	return ln.Addr().String()
 }

@@ -53,11 +53,11 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn, sb Sandbox, trans
 		if n == 0 {
 			wait = HeaderTimeout
 		}
-		c.SetReadDeadline(time.Now().Add(wait))
+		_ = c.SetReadDeadline(time.Now().Add(wait))
 		if _, err := h.br.Peek(1); err != nil {
 			return
 		}
-		c.SetReadDeadline(time.Now().Add(HeaderTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(HeaderTimeout))
 		hosts, err := h.readHead()
 		if err != nil {
 			if errors.Is(err, errHeadTooLarge) {
@@ -70,7 +70,7 @@ func (p *Proxy) serveHTTPConn(ctx context.Context, c net.Conn, sb Sandbox, trans
 			h.refuse(nil, netpolicy.Event{Proto: ProtoHTTP}, refuse(http.StatusBadRequest, RuleBadRequest, "malformed request: %v", err))
 			return
 		}
-		c.SetReadDeadline(time.Time{})
+		_ = c.SetReadDeadline(time.Time{})
 		if !h.serveRequest(req, hosts) {
 			return
 		}
@@ -209,9 +209,9 @@ func (h *httpConn) reply(r refusal, name string, port int, keep bool) {
 	b.WriteString("\r\n")
 	b.WriteString(body)
 	h.wmu.Lock()
-	h.c.SetWriteDeadline(time.Now().Add(HeaderTimeout))
-	h.c.Write([]byte(b.String()))
-	h.c.SetWriteDeadline(time.Time{})
+	_ = h.c.SetWriteDeadline(time.Now().Add(HeaderTimeout))
+	_, _ = h.c.Write([]byte(b.String())) // on a failure, the connection's next read fails
+	_ = h.c.SetWriteDeadline(time.Time{})
 	h.wmu.Unlock()
 	if !keep {
 		closeGently(h.c, 500*time.Millisecond)
@@ -228,7 +228,7 @@ func (h *httpConn) drain(req *http.Request) bool {
 		return false // the client waits for a 100 Continue it did not get: its body may never come
 	}
 	_, err := io.CopyN(io.Discard, req.Body, maxDrain)
-	return err == io.EOF
+	return errors.Is(err, io.EOF)
 }
 
 // connect serves a CONNECT request: a tunnel to the checked destination, closed at once if
@@ -281,10 +281,10 @@ func (h *httpConn) connectFirst(host string) ([]byte, error) {
 	}
 	var raw []byte
 	if b[0] == recordHandshake {
-		h.c.SetReadDeadline(time.Now().Add(HelloTimeout))
+		_ = h.c.SetReadDeadline(time.Now().Add(HelloTimeout))
 		var sni string
 		raw, sni, err = readClientHello(h.br)
-		h.c.SetReadDeadline(time.Time{})
+		_ = h.c.SetReadDeadline(time.Time{})
 		if err != nil {
 			return nil, refuse(0, RuleBadClientHello, "the tunnel to %s began with a TLS record airlock cannot read: %v", host, err)
 		}
@@ -294,7 +294,7 @@ func (h *httpConn) connectFirst(host string) ([]byte, error) {
 	}
 	rest, _ := h.br.Peek(h.br.Buffered())
 	raw = append(raw, rest...)
-	h.br.Discard(len(rest))
+	_, _ = h.br.Discard(len(rest)) // what is buffered: it cannot fail
 	return raw, nil
 }
 

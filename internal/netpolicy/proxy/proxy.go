@@ -29,7 +29,8 @@ type Sandbox = netpolicy.Sandbox
 // Resolver resolves the names the sandbox asks for.
 type Resolver = netpolicy.Resolver
 
-// Limits and timeouts.
+// Limits and timeouts. A deadline's error is ignored throughout: setting one fails only on a
+// closed connection, whose next read or write then fails too.
 const (
 	// DefaultMaxConns is the number of connections one Serve handles at once when
 	// Proxy.MaxConns is 0; beyond it new connections are refused (503, or closed).

@@ -77,8 +77,8 @@ func closeWrite(c any) bool {
 // answering unread bytes with a reset that could destroy the answer before it is read.
 func closeGently(c net.Conn, linger time.Duration) {
 	if closeWrite(c) {
-		c.SetReadDeadline(time.Now().Add(linger))
-		io.Copy(io.Discard, io.LimitReader(c, 256<<10))
+		_ = c.SetReadDeadline(time.Now().Add(linger))
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 256<<10)) // what the peer sends, if anything
 	}
 	c.Close()
 }
@@ -86,7 +86,7 @@ func closeGently(c net.Conn, linger time.Duration) {
 // reset closes c with a TCP reset, so that the sandbox's connect fails at once.
 func reset(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
+		_ = tc.SetLinger(0) // failing, the close sends a FIN instead: an EOF, not a refusal
 	}
 	c.Close()
 }

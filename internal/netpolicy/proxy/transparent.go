@@ -22,13 +22,13 @@ var (
 // name, on port 443; the bytes read are replayed upstream and the rest spliced.
 func (p *Proxy) serveTLSConn(ctx context.Context, c net.Conn, sb Sandbox) {
 	ev := netpolicy.Event{Start: time.Now(), Proto: ProtoTLS, Port: 443}
-	c.SetReadDeadline(time.Now().Add(HelloTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(HelloTimeout))
 	raw, sni, err := readClientHello(c)
-	c.SetReadDeadline(time.Time{})
+	_ = c.SetReadDeadline(time.Time{})
 	refuseTLS := func(alert []byte, d netpolicy.Decision) {
 		p.emit(sb, decided(ev, d))
-		c.SetWriteDeadline(time.Now().Add(time.Second))
-		c.Write(alert)
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write(alert) // the close below tells the client as well
 		closeGently(c, 500*time.Millisecond)
 	}
 	switch {
@@ -89,7 +89,7 @@ func (p *Proxy) rejectHTTP(sb Sandbox) func(context.Context, net.Conn) {
 		r := refuse(http.StatusServiceUnavailable, RuleOverloaded, "the proxy already serves %s connections for this sandbox", p.maxConnsText())
 		p.emit(sb, decided(netpolicy.Event{Proto: ProtoHTTP}, r.d))
 		body := r.text("", 0)
-		c.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 		closeGently(c, 100*time.Millisecond)
 	}

@@ -105,7 +105,9 @@ func TestTransparentTLSDenied(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(5 * time.Second))
+			if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
 			if tt.hello == nil {
 				cfg := &tls.Config{RootCAs: e.roots, ServerName: tt.sni}
 				if tt.sni == "" {
@@ -116,7 +118,7 @@ func TestTransparentTLSDenied(t *testing.T) {
 					t.Errorf("handshake error %v, want %q", err, tt.alert)
 				}
 			} else {
-				c.Write(tt.hello)
+				_, _ = c.Write(tt.hello) // a refusal may reset it: what is read says
 				got, _ := io.ReadAll(c)
 				if !bytes.Equal(got, alertAccessDenied) {
 					t.Errorf("got % x, want the access_denied alert", got)
@@ -190,11 +192,13 @@ func tcpExchange(addr string, send bool) ([]byte, error) {
 		return nil, err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return nil, err
+	}
 	if send { // (a write that met the reset would take its error from the read)
 		go func() {
-			c.Write(payload)
-			c.(*net.TCPConn).CloseWrite()
+			_, _ = c.Write(payload)
+			_ = c.(*net.TCPConn).CloseWrite()
 		}()
 	}
 	return io.ReadAll(c)
@@ -216,9 +220,10 @@ func echoServer(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
+				// An echo: the test's client checks what comes back.
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, _ = io.Copy(c, c)
+				_ = c.(*net.TCPConn).CloseWrite()
 			}()
 		}
 	}()

@@ -66,7 +66,7 @@ func measureExec(bin, dir string, n, warmup int) ([]execRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer c.Terminate(ctx, sb.ID)
+		defer serve.Terminate(ctx, c, sb.ID)
 		sides[i] = side{c, sb.ID}
 	}
 	var runs []execRun
@@ -76,7 +76,7 @@ func measureExec(bin, dir string, n, warmup int) ([]execRun, error) {
 				break
 			}
 			if res, err := s.c.Exec(ctx, s.id, api.ExecRequest{Command: w.Setup}); err != nil || res.ExitCode != 0 {
-				return nil, fmt.Errorf("setup of %s: %+v, %v", w.Name, res, err)
+				return nil, serve.ExecError("setup of "+w.Name, res, err)
 			}
 		}
 		since := time.Now()
@@ -87,7 +87,7 @@ func measureExec(bin, dir string, n, warmup int) ([]execRun, error) {
 				res, err := sides[i].c.Exec(ctx, sides[i].id, api.ExecRequest{Command: w.Command})
 				d := time.Since(t0)
 				if err != nil || res.ExitCode != 0 {
-					return nil, fmt.Errorf("exec %s: %+v, %v", w.Name, res, err)
+					return nil, serve.ExecError("exec "+w.Name, res, err)
 				}
 				if round >= warmup {
 					ds[i] = append(ds[i], d)

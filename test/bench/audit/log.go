@@ -143,8 +143,12 @@ func measureLog(dir, name, syncMode string, rate float64, d time.Duration) (logR
 	if rep.Problem != nil {
 		return r, fmt.Errorf("%s: verify found a problem: %s", name, rep.Problem)
 	}
-	if n, err := st.EventCount(ctx); err != nil || n != r.Written || rep.Events != r.Written {
-		return r, fmt.Errorf("%s: %d events stored (%v) and %d verified, but %d written", name, n, err, rep.Events, r.Written)
+	n, err := st.EventCount(ctx)
+	if err != nil {
+		return r, fmt.Errorf("%s: count the events stored: %w", name, err)
+	}
+	if n != r.Written || rep.Events != r.Written {
+		return r, fmt.Errorf("%s: %d events stored and %d verified, but %d written", name, n, rep.Events, r.Written)
 	}
 	return r, nil
 }

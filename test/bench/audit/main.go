@@ -79,7 +79,11 @@ func run(bin string, n, warmup int, rate float64, d time.Duration, sync string) 
 		rate float64
 	}{{fmt.Sprintf("offered %.0f/s", rate), rate}, {"offered max (closed loop)", 0}} {
 		fmt.Fprintf(os.Stderr, "audit benchmark: log throughput, %s, %v\n", r.name, d)
-		lr, err := measureLog(mkdir(dir, fmt.Sprint("log", i)), r.name, sync, r.rate, d)
+		logDir := filepath.Join(dir, fmt.Sprint("log", i))
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return rep, err
+		}
+		lr, err := measureLog(logDir, r.name, sync, r.rate, d)
 		if err != nil {
 			return rep, err
 		}
@@ -88,12 +92,6 @@ func run(bin string, n, warmup int, rate float64, d time.Duration, sync string) 
 	fmt.Fprintf(os.Stderr, "audit benchmark: exec round trips, audit on and off, %d rounds after %d warm-up\n", n, warmup)
 	rep.Exec, err = measureExec(bin, filepath.Join(dir, "exec"), n, warmup)
 	return rep, err
-}
-
-func mkdir(parent, name string) string {
-	p := filepath.Join(parent, name)
-	os.MkdirAll(p, 0o755)
-	return p
 }
 
 // filesystem names the filesystem dir is on (tmpfs would make the log look faster than a disk).

@@ -361,7 +361,7 @@ func (w *world) timed(name string, argv []string, want string) (time.Duration, s
 	got, _ := os.ReadFile(out.Name())
 	stderr, _ := os.ReadFile(errf.Name())
 	if err != nil {
-		return d, "", fmt.Errorf("%s: %v\nstderr:\n%s", strings.Join(argv, " "), err, stderr)
+		return d, "", fmt.Errorf("%s: %w\nstderr:\n%s", strings.Join(argv, " "), err, stderr)
 	}
 	if want != "-" && string(got) != want {
 		return d, "", fmt.Errorf("%s: printed %q, want %q\nstderr:\n%s", strings.Join(argv, " "), got, want, stderr)
@@ -390,7 +390,7 @@ func clearState(sd string, dirs ...string) error {
 		root := filepath.Join(sd, rt)
 		for _, id := range list(root) {
 			if out, err := exec.Command(rtPath(rt), "--root", root, "delete", "--force", id).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("%s delete %s: %v: %s", rt, id, err, out))
+				errs = append(errs, fmt.Errorf("%s delete %s: %w: %s", rt, id, err, out))
 			}
 		}
 		if ids := list(root); len(ids) > 0 {

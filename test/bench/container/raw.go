@@ -49,7 +49,7 @@ func (w *world) rawRunner(rt, bundle, want string) runner {
 			w.rawDeletes.Add(1)
 			del := append(append([]string{rtPath(rt)}, w.rawGlobal(rt)...), "delete", "--force", id)
 			if out, derr := exec.Command(del[0], del[1:]...).CombinedOutput(); derr != nil {
-				err = fmt.Errorf("%s: %v: %s", strings.Join(del, " "), derr, out)
+				err = fmt.Errorf("%s: %w: %s", strings.Join(del, " "), derr, out)
 			}
 		}
 		return time.Since(start), err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/test/bench/serve"
 	"github.com/airlockrun/airlock/test/bench/stats"
 )
 
@@ -41,8 +42,11 @@ type restoreRow struct {
 func (w *world) restores(c config, d, cold *daemon) (*restoreRow, error) {
 	counting := func(read func() (string, error)) error {
 		out, err := read()
-		if n, _ := strconv.Atoi(strings.TrimSpace(out)); err != nil || n < 1 {
-			return fmt.Errorf("restored counter reads %q: %v", out, err)
+		if err != nil {
+			return fmt.Errorf("restored counter: %w", err)
+		}
+		if n, _ := strconv.Atoi(strings.TrimSpace(out)); n < 1 {
+			return fmt.Errorf("restored counter reads %q", out)
 		}
 		return nil
 	}
@@ -117,18 +121,18 @@ func restoreRunner(d *daemon, name string, counting func(func() (string, error))
 	}
 	script := strings.Join(counter.Argv[2:], " ")
 	if r, err := d.c.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"/bin/sh", "-c", "sh -c '" + script + "' & sleep 0.3"}}); err != nil || r.ExitCode != 0 {
-		d.c.Terminate(ctx, sb.ID)
-		return runner{}, 0, nil, fmt.Errorf("start the counter: %+v, %v", r, err)
+		serve.Terminate(ctx, d.c, sb.ID)
+		return runner{}, 0, nil, serve.ExecError("start the counter", r, err)
 	}
 	yes := true
 	snap, err := d.c.Snapshot(ctx, sb.ID, api.SnapshotRequest{Name: "bench", Memory: &yes})
 	if err != nil {
-		d.c.Terminate(ctx, sb.ID)
+		serve.Terminate(ctx, d.c, sb.ID)
 		return runner{}, 0, nil, err
 	}
 	done := func() {
-		d.c.Terminate(ctx, sb.ID)
-		d.c.DeleteSnapshot(ctx, snap.ID)
+		serve.Terminate(ctx, d.c, sb.ID)
+		serve.DeleteSnapshot(ctx, d.c, snap.ID)
 	}
 	return runner{Name: name, run: func() (time.Duration, error) {
 		start := time.Now()

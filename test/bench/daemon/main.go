@@ -85,7 +85,9 @@ func run(c config) error {
 		return fmt.Errorf("keys create: %w", err)
 	}
 	cfgFile := filepath.Join(tmp, "airlock.json")
-	os.WriteFile(cfgFile, []byte(`{"limits": {"maxSandboxesPerTenant": 1000}}`), 0o644)
+	if err := os.WriteFile(cfgFile, []byte(`{"limits": {"maxSandboxesPerTenant": 1000}}`), 0o644); err != nil {
+		return err
+	}
 	url, stop, err := serve.Start(c.airlock, data, cfgFile)
 	if err != nil {
 		return err
@@ -108,7 +110,10 @@ func run(c config) error {
 		if err != nil {
 			return err
 		}
-		cl.Terminate(ctx, sb.ID)
+		// Ended before the next: one left running would weigh on the creates measured.
+		if _, err := cl.Terminate(ctx, sb.ID); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintf(os.Stderr, "bench: %d sequential creates\n", c.creates)
@@ -120,7 +125,9 @@ func run(c config) error {
 			return err
 		}
 		createT = append(createT, time.Since(t0))
-		cl.Terminate(ctx, sb.ID)
+		if _, err := cl.Terminate(ctx, sb.ID); err != nil {
+			return err
+		}
 	}
 	rep.Results = append(rep.Results, summarize("create→ready (sequential)", createT, 0))
 
@@ -128,7 +135,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Terminate(ctx, sb.ID)
+	defer serve.Terminate(ctx, cl, sb.ID)
 	req := api.ExecRequest{Command: api.Command{"true"}}
 	fmt.Fprintf(os.Stderr, "bench: %d exec round trips, interleaved with local sh -c true\n", c.rounds)
 	var execT, localT []time.Duration
@@ -137,7 +144,7 @@ func run(c config) error {
 		r, err := cl.Exec(ctx, sb.ID, req)
 		d := time.Since(t0)
 		if err != nil || r.ExitCode != 0 {
-			return fmt.Errorf("exec: %+v %v", r, err)
+			return serve.ExecError("exec", r, err)
 		}
 		t0 = time.Now()
 		if err := exec.Command("sh", "-c", "true").Run(); err != nil {
@@ -192,7 +199,7 @@ func run(c config) error {
 		}
 		wg.Wait()
 		for _, id := range ids {
-			cl.Terminate(ctx, id)
+			serve.Terminate(ctx, cl, id)
 		}
 	}
 	cr := summarize("create→ready, 50 concurrent", concT, failures)
@@ -225,7 +232,11 @@ func poolWaves(ctx context.Context, cl *client.Client, spec api.Spec, waves int)
 	if _, err := cl.PutPool(ctx, api.Pool{Name: "bench", Spec: spec, Size: size, RefillPerSecond: 100}); err != nil {
 		return result{}, err
 	}
-	defer cl.DeletePool(ctx, "bench")
+	defer func() {
+		if _, err := cl.DeletePool(ctx, "bench"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: delete pool:", err)
+		}
+	}()
 	var ds []time.Duration
 	failures := 0
 	for w := range waves {
@@ -271,9 +282,9 @@ func poolWaves(ctx context.Context, cl *client.Client, spec api.Spec, waves int)
 			}
 			r, err := cl.Exec(ctx, id, api.ExecRequest{Command: api.Shell("echo $CLAIM")})
 			if err != nil || r.Stdout != fmt.Sprintf("%d\n", i) {
-				return result{}, fmt.Errorf("claimed sandbox %d: %+v %v", i, r, err)
+				return result{}, serve.ExecError(fmt.Sprintf("claimed sandbox %d", i), r, err)
 			}
-			cl.Terminate(ctx, id)
+			serve.Terminate(ctx, cl, id)
 		}
 	}
 	return summarize("claim from a warm pool, 50 concurrent", ds, failures), nil

@@ -204,12 +204,15 @@ func scriptSetup(i int) (time.Duration, error) {
 	t0 := time.Now()
 	for _, s := range steps {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("%v: %v: %s", s, err, out)
+			return 0, fmt.Errorf("%v: %w: %s", s, err, out)
 		}
 	}
 	d := time.Since(t0)
-	exec.Command("ip", "link", "del", host).Run()
-	exec.Command("ip", "netns", "del", ns).Run()
+	for _, s := range [][]string{{"ip", "link", "del", host}, {"ip", "netns", "del", ns}} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("%v: %w: %s", s, err, out)
+		}
+	}
 	return d, nil
 }
 
@@ -220,10 +223,10 @@ func serve(addr string) (net.Listener, string) {
 		panic(err)
 	}
 	zero := make([]byte, 1<<20)
-	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 		if n == 0 {
-			io.WriteString(w, "ok\n")
+			_, _ = io.WriteString(w, "ok\n") // a failure is the client's to see
 			return
 		}
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
@@ -234,7 +237,8 @@ func serve(addr string) (net.Listener, string) {
 			}
 			n -= int64(k)
 		}
-	}))
+	})
+	go func() { _ = http.Serve(ln, h) }() // it returns once the caller closes ln
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return ln, port
 }
@@ -280,8 +284,11 @@ func get(tr *http.Transport, u string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", u, err)
+	}
 	if resp.StatusCode != 200 {
 		return 0, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}

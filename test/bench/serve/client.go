@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 )
 
@@ -45,4 +47,28 @@ func StartClientLogged(bin, dir, cfg string, log io.Writer) (*client.Client, fun
 		return nil, nil, err
 	}
 	return c, func() { tr.CloseIdleConnections(); stopDaemon() }, nil
+}
+
+// Terminate ends sandbox id through c. A failure changes no figure (stopping the daemon ends what
+// is left), so it is said on stderr, not returned.
+func Terminate(ctx context.Context, c *client.Client, id string) {
+	if _, err := c.Terminate(ctx, id); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: terminate %s: %v\n", id, err)
+	}
+}
+
+// DeleteSnapshot deletes snapshot id through c; as for Terminate, a failure is said on stderr.
+func DeleteSnapshot(ctx context.Context, c *client.Client, id string) {
+	if _, err := c.DeleteSnapshot(ctx, id); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: delete snapshot %s: %v\n", id, err)
+	}
+}
+
+// ExecError is the error of an exec, what, that could not run (err) or ran and failed (res says
+// how).
+func ExecError(what string, res api.ExecResult, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %+v", what, res)
 }

@@ -4,6 +4,7 @@ package serve
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -30,8 +31,10 @@ func StartLogged(bin, data, cfg string, log io.Writer) (url string, stop func(),
 		return "", nil, err
 	}
 	stop = func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		_ = cmd.Process.Signal(os.Interrupt) // it fails only when the daemon ended already: Wait says how
+		if err := cmd.Wait(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: airlock serve:", err)
+		}
 	}
 	urlc := make(chan string, 1)
 	go func() {
@@ -39,10 +42,10 @@ func StartLogged(bin, data, cfg string, log io.Writer) (url string, stop func(),
 		sc.Buffer(nil, 1<<20)
 		// Whatever ends the scan, the pipe is drained to the end: a daemon whose stderr is not
 		// read blocks once the pipe is full.
-		defer io.Copy(io.Discard, stderr)
+		defer func() { _, _ = io.Copy(io.Discard, stderr) }()
 		for sc.Scan() {
 			if log != nil {
-				io.WriteString(log, sc.Text()+"\n")
+				_, _ = io.WriteString(log, sc.Text()+"\n") // a copy for the reader: the scan goes on
 			}
 			if _, u, ok := strings.Cut(sc.Text(), "url="); ok {
 				select {

@@ -131,11 +131,11 @@ func measure(c *client.Client, l level, n, mb int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	defer c.Terminate(ctx, sb.ID)
+	defer serve.Terminate(ctx, c, sb.ID)
 	fill := fmt.Sprintf("head -c %d /dev/urandom > /workspace/blob && md5sum /workspace/blob | cut -c1-32", mb<<20)
 	res, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell(fill)})
 	if err != nil || res.ExitCode != 0 {
-		return result{}, fmt.Errorf("fill the layer: %+v, %v", res, err)
+		return result{}, serve.ExecError("fill the layer", res, err)
 	}
 	sum := res.Stdout
 	t0 := time.Now()
@@ -143,12 +143,12 @@ func measure(c *client.Client, l level, n, mb int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	defer c.DeleteSnapshot(ctx, snap.ID)
+	defer serve.DeleteSnapshot(ctx, c, snap.ID)
 	r := result{snapshot: time.Since(t0), storedMB: snap.SizeMB}
 	check := func(id string) error {
 		res, err := c.Exec(ctx, id, api.ExecRequest{Command: api.Shell("md5sum /workspace/blob | cut -c1-32")})
 		if err != nil || res.Stdout != sum {
-			return fmt.Errorf("restored layer: %+v, %v (want %q)", res, err, sum)
+			return serve.ExecError(fmt.Sprintf("restored layer (want %q)", sum), res, err)
 		}
 		return nil
 	}

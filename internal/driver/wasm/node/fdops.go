@@ -102,10 +102,10 @@ func opFwrite(v *vm, args []uint32) uint32 {
 func (v *vm) fdWrite(fd int, data []byte, pos float64) uint32 {
 	switch fd {
 	case 1:
-		v.stdout.Write(data)
+		v.stdout.write(data)
 		return v.g.newNumber(float64(len(data)))
 	case 2:
-		v.stderr.Write(data)
+		v.stderr.write(data)
 		return v.g.newNumber(float64(len(data)))
 	}
 	f, ok := v.file(fd)

@@ -386,7 +386,7 @@ func TestConcurrentRuns(t *testing.T) {
 setTimeout(() => { console.log(fs.readFileSync('/work/x', 'utf8') * 2, Math.random() < 1); process.exitCode = %d }, %d)`, i, i%7, i%5)
 			o := run(t, r, Config{Args: []string{"-e", code}, FS: m, Dir: "/work"})
 			if want := fmt.Sprintf("%d true\n", 2*i); o.err != nil || o.stdout != want || o.ExitCode != i%7 {
-				errs <- fmt.Errorf("run %d: exit %d err %v stdout %q stderr %s", i, o.ExitCode, o.err, o.stdout, o.stderr)
+				errs <- errors.Join(fmt.Errorf("run %d: exit %d stdout %q stderr %s", i, o.ExitCode, o.stdout, o.stderr), o.err)
 			}
 		}(i)
 	}

@@ -100,9 +100,9 @@ func opWrite(v *vm, args []uint32) uint32 {
 	}
 	switch fd {
 	case 1:
-		v.stdout.Write(data)
+		v.stdout.write(data)
 	case 2:
-		v.stderr.Write(data)
+		v.stderr.write(data)
 	default:
 		return v.fdWrite(fd, data, -1)
 	}
@@ -227,7 +227,7 @@ func opPromiseResult(v *vm, args []uint32) uint32 {
 // exitPanic closes the module with code and returns the panic value that makes wazero unwind
 // the guest and return *sys.ExitError, exactly as WASI's proc_exit does.
 func exitPanic(v *vm, code int) any {
-	v.g.mod.CloseWithExitCode(v.g.ctx, uint32(code))
+	_ = v.g.mod.CloseWithExitCode(v.g.ctx, uint32(code)) // the panic unwinds the guest either way
 	return sys.NewExitError(uint32(code))
 }
 

@@ -223,7 +223,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config) (Result, error) {
 		fmt.Fprintln(cfg.Stdout, r.Version())
 		return Result{}, nil
 	case modeHelp:
-		io.WriteString(cfg.Stdout, usage)
+		_, _ = io.WriteString(cfg.Stdout, usage)
 		return Result{}, nil
 	}
 

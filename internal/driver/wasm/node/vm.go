@@ -441,7 +441,8 @@ type outBuf struct {
 
 const outBufMax = 32 << 10
 
-func (o *outBuf) Write(b []byte) (int, error) {
+// write buffers b; it cannot fail (see flush).
+func (o *outBuf) write(b []byte) {
 	if o.other.pending() {
 		o.other.flush()
 	}
@@ -449,10 +450,12 @@ func (o *outBuf) Write(b []byte) (int, error) {
 	if len(o.buf) >= outBufMax {
 		o.flush()
 	}
-	return len(b), nil
 }
 
-func (o *outBuf) WriteString(s string) { o.Write([]byte(s)) }
+// Write implements io.Writer; it never fails.
+func (o *outBuf) Write(b []byte) (int, error) { o.write(b); return len(b), nil }
+
+func (o *outBuf) WriteString(s string) { o.write([]byte(s)) }
 
 func (o *outBuf) pending() bool { return len(o.buf) > 0 }
 
@@ -460,7 +463,7 @@ func (o *outBuf) pending() bool { return len(o.buf) > 0 }
 // process whose stdout went away, rather than failing the run.
 func (o *outBuf) flush() {
 	if len(o.buf) > 0 {
-		o.w.Write(o.buf)
+		_, _ = o.w.Write(o.buf)
 		o.buf = o.buf[:0]
 	}
 }

@@ -33,8 +33,11 @@ func withMinPages(wasm []byte, pages uint32) ([]byte, error) {
 		}
 		content := wasm[start:end]
 		count, c, err := uleb(content)
-		if err != nil || count != 1 {
-			return nil, fmt.Errorf("memory section: want one memory, have %d (%v)", count, err)
+		if err != nil {
+			return nil, fmt.Errorf("memory section: %w", err)
+		}
+		if count != 1 {
+			return nil, fmt.Errorf("memory section: want one memory, have %d", count)
 		}
 		flags := content[c]
 		if flags > 1 { // shared or 64-bit memories are not what quickjs.wasm has
