@@ -60,7 +60,9 @@ func (m *Manager) RecordRequest(ctx context.Context, r Request) {
 			m.recordEvent(b, ten, e)
 			return
 		}
-		if _, err := m.store.Sandbox(ctx, ten, r.SandboxID); err == nil {
+		// Without the request's cancellation: a call the daemon's shutdown cut off is recorded
+		// after its connection (and so its context) is gone, and after its sandbox ended.
+		if _, err := m.store.Sandbox(context.WithoutCancel(ctx), ten, r.SandboxID); err == nil {
 			e.SandboxID = r.SandboxID // an ended sandbox of the tenant
 		}
 	}
