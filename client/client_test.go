@@ -143,7 +143,8 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"health", "GET", "/healthz", "", func(c *client.Client) error { _, err := c.Health(ctx); return err }},
 		{"capabilities", "GET", "/api/v1/capabilities", "", func(c *client.Client) error { _, err := c.Capabilities(ctx); return err }},
-		{"create", "POST", "/api/v1/sandboxes", "", func(c *client.Client) error { _, err := c.Create(ctx, api.Spec{}); return err }},
+		{"create waits", "POST", "/api/v1/sandboxes", "wait=true", func(c *client.Client) error { _, err := c.Create(ctx, api.Spec{}); return err }},
+		{"create async", "POST", "/api/v1/sandboxes", "", func(c *client.Client) error { _, err := c.CreateAsync(ctx, api.Spec{}); return err }},
 		{"list", "GET", "/api/v1/sandboxes", "", func(c *client.Client) error { _, err := c.List(ctx, client.ListOptions{}); return err }},
 		{"get", "GET", "/api/v1/sandboxes/sbx_1", "", func(c *client.Client) error { _, err := c.Get(ctx, "sbx_1"); return err }},
 		{"get escapes the id", "GET", "/api/v1/sandboxes/a%2Fb", "", func(c *client.Client) error { _, err := c.Get(ctx, "a/b"); return err }},

@@ -23,10 +23,21 @@ func (c *Client) Capabilities(ctx context.Context) (api.Capabilities, error) {
 	return caps, err
 }
 
-// Create creates a sandbox. The zero value of every field of spec means the daemon's default. An
-// invalid field is an *Error with Field set (ErrInvalidArgument); a level this host does not have
-// is ErrIsolationUnavailable.
+// Create creates a sandbox and waits until it is ready (POST /api/v1/sandboxes?wait=true): a
+// provisioning failure is its error. The zero value of every field of spec means the daemon's
+// default. An invalid field is an *Error with Field set (ErrInvalidArgument); a level this host
+// does not have is ErrIsolationUnavailable.
 func (c *Client) Create(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/sandboxes", query: url.Values{"wait": {"true"}}, json: spec}, &sb)
+	return sb, err
+}
+
+// CreateAsync creates a sandbox and returns at once: api.StatusProvisioning while the daemon
+// makes it in the background (poll Get, or follow Logs, until it is api.StatusReady or
+// api.StatusFailed, whose Reason says why), or api.StatusReady when a warm pool served it.
+// Operations on a provisioning sandbox wait for it.
+func (c *Client) CreateAsync(ctx context.Context, spec api.Spec) (api.Sandbox, error) {
 	var sb api.Sandbox
 	err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/sandboxes", json: spec}, &sb)
 	return sb, err

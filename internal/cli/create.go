@@ -19,6 +19,8 @@ var createFlags = map[string]string{
 // createCmd is `airlock create`: create a sandbox on the daemon and print its ID.
 func createCmd(e *env, args []string) int {
 	r := newRemote(e, "create", "[flags]")
+	noWait := r.fs.Bool("no-wait", false, "answer at once, while the daemon provisions the sandbox (its status provisioning; "+
+		"airlock inspect shows when it is ready or failed)")
 	spec, asJSON, code := parseCreate(r, args)
 	if code >= 0 {
 		return code
@@ -28,7 +30,11 @@ func createCmd(e *env, args []string) int {
 	}
 	ctx, stop := interruptible()
 	defer stop()
-	sb, err := r.c.Create(ctx, spec)
+	create := r.c.Create // waits for ready (or the failure)
+	if *noWait {
+		create = r.c.CreateAsync
+	}
+	sb, err := create(ctx, spec)
 	if err != nil {
 		return r.fail(err, createFlags)
 	}

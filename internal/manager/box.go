@@ -54,6 +54,11 @@ type box struct {
 	// retried DELETE, a timeout) waits for the first instead of ending b twice.
 	ending chan struct{}
 
+	// setup is closed when b leaves provisioning (ready, or failed): operations on a sandbox
+	// still provisioning wait for it (settle). setupOnce closes it.
+	setup     chan struct{}
+	setupOnce sync.Once
+
 	op       sync.Mutex     // orders snapshots and restores of the sandbox
 	retiring sync.WaitGroup // destroys of the instances restores replaced, in flight
 
@@ -81,12 +86,39 @@ func (j *journal) recordEvent(b *box, ten string, e api.Event) {
 
 // newBox is the in-memory side of sandbox r, active from now.
 func (m *Manager) newBox(r store.Sandbox) *box {
-	return &box{
+	b := &box{
 		id: r.ID, j: &m.journal, res: r.Spec.Resources, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
 		logs: newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
 		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: time.Now(),
-		restores: restoresOf(r.ID, r.Instance),
+		restores: restoresOf(r.ID, r.Instance), setup: make(chan struct{}),
 	}
+	if r.Status != api.StatusProvisioning {
+		b.setupDone()
+	}
+	return b
+}
+
+// setupDone marks b's provisioning over, whatever its outcome, and wakes those waiting for it.
+func (b *box) setupDone() { b.setupOnce.Do(func() { close(b.setup) }) }
+
+// settle waits, for an operation op, until b is no longer provisioning, or ctx is done. A
+// sandbox whose provisioning failed is a *sandbox.StateError naming why.
+func (b *box) settle(ctx context.Context, op string) error {
+	select {
+	case <-b.setup:
+	default:
+		select {
+		case <-b.setup:
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox %s is still provisioning; %s it once it is ready: %w", b.id, op, errdefs.ErrConflict)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.status == api.StatusFailed {
+		return fmt.Errorf("%w: its provisioning failed: %s", &sandbox.StateError{ID: b.id, Status: b.status, Op: op}, b.reason)
+	}
+	return nil
 }
 
 // moveLocked records b's move to status `to` and makes it current. The store is written first:

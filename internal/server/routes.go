@@ -173,7 +173,17 @@ func createSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, erro
 	if err := decode(w, r, s.cfg.MaxBodyBytes, &spec); err != nil {
 		return nil, err
 	}
-	return s.m.Create(syncCtx(r), spec)
+	if wait, err := boolQuery(r, "wait"); err != nil || wait {
+		if err != nil {
+			return nil, err
+		}
+		return s.m.Create(syncCtx(r), spec)
+	}
+	sb, err := s.m.CreateAsync(syncCtx(r), spec)
+	if err == nil && sb.Status == api.StatusProvisioning {
+		return accepted{sb}, nil // 202: being provisioned, to be polled (or ?wait=true)
+	}
+	return sb, err
 }
 
 func listSandboxes(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

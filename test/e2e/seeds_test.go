@@ -190,21 +190,20 @@ func TestSeed000Golden(t *testing.T) {
 		return v
 	}
 
+	// As the seed shows: the create answers at once, 202 provisioning, and the sandbox becomes
+	// ready in the background (polled below).
 	status, sb, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes", seed["create.request"])
-	if status != http.StatusCreated {
-		t.Fatalf("create: %d %s", status, raw)
+	if status != http.StatusAccepted {
+		t.Fatalf("create: %d %s, want 202", status, raw)
 	}
 	sameShape(t, "create", want("create.response"), sb, false)
 	wantFields(t, "create", sb, map[string]any{"ok": true, "data.name": "content-scanner-test", "data.isolation": "container",
 		"data.agentId": "019agent-scanner-...", "data.resources.cpu": "2.0", "data.resources.memoryMb": 4096.0, "data.resources.diskMb": 10240.0,
 		"data.resources.gpuEnabled": nil, "data.environment.MODEL_VERSION": "v2.1.0", "data.timeout.idleTimeoutSeconds": 300.0,
 		"data.network.egressPolicy": "restricted", "data.network.blockLocalNetwork": true})
-	// TODO(issue 24, asynchronous provisioning): seed 000's create answers "provisioning" and the
-	// sandbox becomes ready later; until create is asynchronous it answers "ready".
-	if st := field(sb, "data.status"); st != api.StatusProvisioning && st != api.StatusReady {
-		t.Errorf("create: status %v", st)
-	}
+	wantFields(t, "create", sb, map[string]any{"data.status": api.StatusProvisioning})
 	id, _ := field(sb, "data.id").(string)
+	pollStatus(t, d, key, id, api.StatusReady)
 	if _, err := time.Parse(time.RFC3339, field(sb, "data.createdAt").(string)); err != nil || !strings.HasPrefix(id, "sbx_") {
 		t.Errorf("create: id %q, createdAt: %v", id, err)
 	}
@@ -260,11 +259,33 @@ func TestSeed000Golden(t *testing.T) {
 	waitNoContainerLeaks(t, d.dataDir)
 }
 
+// pollStatus polls GET /api/v1/sandboxes/{id} as a client of seed 000 would until the sandbox
+// is want, and fails t if it passes through anything but provisioning first, or takes a minute.
+func pollStatus(t *testing.T, d *daemon, key, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, sb, raw := seedCall(t, d, key, "GET", "/api/v1/sandboxes/"+id, "")
+		st := field(sb, "data.status")
+		switch {
+		case status != http.StatusOK:
+			t.Fatalf("poll: %d %s", status, raw)
+		case st == want:
+			return
+		case st != api.StatusProvisioning:
+			t.Fatalf("poll: %v (%v), want provisioning until %s", st, field(sb, "data.reason"), want)
+		case time.Now().After(deadline):
+			t.Fatalf("poll: still provisioning after a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // seedSDK is seed 000's SDK example, its calls' bodies as the seed writes them: create, exec,
 // logs followed until terminate ends them.
 func seedSDK(t *testing.T, d *daemon, key string, seed map[string]string, execWant any) {
 	t.Helper()
-	status, sb, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes", seed["sdk.create.request"])
+	status, sb, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes?wait=true", seed["sdk.create.request"])
 	if status != http.StatusCreated {
 		t.Fatalf("SDK create: %d %s", status, raw)
 	}

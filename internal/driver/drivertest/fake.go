@@ -34,6 +34,7 @@ type Fake struct {
 	failReclaim string
 	onDestroy   func(id string)
 	onRestore   func(id string) error
+	onCreate    func(ctx context.Context, id string) error
 }
 
 // NewFake returns a fake level with nothing on its host.
@@ -54,8 +55,16 @@ func (f *Fake) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Level: sandbox.LevelProcess, Available: true, Features: []string{driver.FeatureSnapshotFilesystem}}
 }
 
-// Create puts sandbox id on the fake host.
-func (f *Fake) Create(_ context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+// Create puts sandbox id on the fake host, after the OnCreate hook.
+func (f *Fake) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	f.mu.Lock()
+	hook := f.onCreate
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb := f.put(id, spec, map[string]string{})
@@ -185,6 +194,14 @@ func (f *Fake) OnDestroy(hook func(id string)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onDestroy = hook
+}
+
+// OnCreate has every Create call hook with its context and the instance's id first (nil: none).
+// The hook may block, to hold a provisioning; an error it returns fails the create.
+func (f *Fake) OnCreate(hook func(ctx context.Context, id string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onCreate = hook
 }
 
 // OnRestore has every Restore call hook with the new instance's id first (nil: none). The hook
