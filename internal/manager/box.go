@@ -63,6 +63,9 @@ type box struct {
 	retiring sync.WaitGroup // destroys of the instances restores replaced, in flight
 
 	scans layerScans // the last scan of the writable layer, for exec.files events
+
+	agent   *agentRun // its agent while it runs (agent.go), under mu
+	agentRC *int      // its agent's exit code once it exited by itself, under mu
 }
 
 // journal is where boxes record what happens to them: transitions in the store, events in their
@@ -133,8 +136,11 @@ func (b *box) moveLocked(ctx context.Context, to, reason string) error {
 		return fmt.Errorf("record transition %s → %s: %w", b.status, to, err)
 	}
 	b.status, b.reason, b.updatedAt = to, reason, now
-	b.j.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: reason,
-		Data: map[string]any{"from": t.From, "to": to, "reason": reason}})
+	data := map[string]any{"from": t.From, "to": to, "reason": reason}
+	if reason == sandbox.ReasonAgentExit && b.agentRC != nil {
+		data["exitCode"] = *b.agentRC
+	}
+	b.j.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: reason, Data: data})
 	b.j.log.Debug("transition", "sandbox", b.id, "from", t.From, "to", to, "reason", reason)
 	return nil
 }
@@ -219,6 +225,12 @@ func (b *box) failed(ctx context.Context, reason string) {
 func (b *box) begin(ctx context.Context, op string, exec bool) (driver.Sandbox, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.beginLocked(ctx, op, exec, sandbox.ReasonExec)
+}
+
+// beginLocked is begin with b.mu held; a ready sandbox that an exec starts becomes running for
+// reason.
+func (b *box) beginLocked(ctx context.Context, op string, exec bool, reason string) (driver.Sandbox, error) {
 	ok := b.status == api.StatusReady || b.status == api.StatusRunning || (!exec && b.status == api.StatusPaused)
 	if !ok || b.sb == nil {
 		return nil, &sandbox.StateError{ID: b.id, Status: b.status, Op: op}
@@ -227,7 +239,7 @@ func (b *box) begin(ctx context.Context, op string, exec bool) (driver.Sandbox, 
 		return nil, fmt.Errorf("sandbox %s is being restored from a snapshot; %s it when the restore returns: %w", b.id, op, errdefs.ErrConflict)
 	}
 	if exec && b.status == api.StatusReady {
-		if err := b.moveLocked(ctx, api.StatusRunning, sandbox.ReasonExec); err != nil {
+		if err := b.moveLocked(ctx, api.StatusRunning, reason); err != nil {
 			return nil, err
 		}
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	// ImageInStore reports whether an image is in the host's store already (the operator
 	// pulled it, so any tenant may use it); nil means none is.
 	ImageInStore func(ref string) bool
+	// ImageCommand is the entrypoint and cmd of an image in the host's store (the agent of a
+	// sandbox of it that names none); nil means none has one.
+	ImageCommand func(ref string) []string
 	// DefaultIsolation is the level of a sandbox (or pool) whose spec names none: the
 	// operator's defaults.isolation. Default sandbox.DefaultIsolation (container).
 	DefaultIsolation string
@@ -86,6 +89,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ImageInStore == nil {
 		c.ImageInStore = func(string) bool { return false }
+	}
+	if c.ImageCommand == nil {
+		c.ImageCommand = func(string) []string { return nil }
 	}
 	if c.DefaultIsolation == "" {
 		c.DefaultIsolation = sandbox.DefaultIsolation
@@ -123,7 +129,8 @@ type Manager struct {
 	unrec  unrecorded   // exec results the store could not take yet (storage.go)
 
 	closing atomic.Bool // the daemon is ending every sandbox (EndSandboxes)
-	bg      *background // provisioning in the background (provision.go)
+	prov    *background // provisioning in the background (provision.go)
+	agents  *background // the sandboxes' running agents (agent.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -136,7 +143,7 @@ const maxEnded = 256
 // Recover before serving requests and Close at the end.
 func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
 	cfg.setDefaults()
-	m := &Manager{cfg: cfg, drivers: drivers, journal: journal{store: st, log: log}, boxes: map[string]*box{}, stop: make(chan struct{}), bg: newBackground(),
+	m := &Manager{cfg: cfg, drivers: drivers, journal: journal{store: st, log: log}, boxes: map[string]*box{}, stop: make(chan struct{}), prov: newBackground(), agents: newBackground(),
 		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st), stored: newStoredBytes(),
 	}
 	acfg := cfg.Audit
@@ -178,6 +185,9 @@ func (m *Manager) createSpec(ctx context.Context, spec sandbox.Spec) (sandbox.Sp
 	}
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
+		return spec, nil, nil, err
+	}
+	if err := checkAgent(spec); err != nil {
 		return spec, nil, nil, err
 	}
 	if err := m.admit(ctx, spec); err != nil {
@@ -379,7 +389,7 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 // grace is over with requests in flight.
 func (m *Manager) EndSandboxes() {
 	m.closing.Store(true)
-	m.stopBackground() // provisioning in flight is cut short, and ends failed
+	m.prov.stop() // provisioning in flight is cut short, and ends failed
 	var wg sync.WaitGroup
 	for _, b := range m.snapshot() {
 		wg.Add(1)
@@ -455,6 +465,7 @@ func (m *Manager) Close() {
 	m.closePools()
 	close(m.stop)
 	m.EndSandboxes()
+	m.agents.stop() // each one ended with its sandbox
 	// Nothing is live any more: the teardowns left unfinished (a destroy that failed, a killed
 	// daemon's that Recover could not finish) are tried again, and each level sweeps what is its
 	// own, so that a clean stop leaves nothing behind.

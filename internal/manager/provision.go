@@ -71,6 +71,10 @@ func (m *Manager) createWarm(ctx context.Context, p *pool, b *box, ten string, s
 		m.log.Info("sandbox claimed", "sandbox", b.id, "tenant", ten, "pool", p.def.Name, "took", time.Since(now))
 	}
 	m.cfg.Metrics.ObserveCreate(spec.Isolation, metrics.SourcePool, start, err)
+	if err == nil && spec.Start {
+		m.startAtCreate(ctx, b)
+		view = b.view()
+	}
 	return view, err
 }
 
@@ -93,11 +97,14 @@ func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, s
 		defer cancel()
 		err := m.build(sctx, d, b, sandbox.ReasonReady, from)
 		m.cfg.Metrics.ObserveCreate(spec.Isolation, createSource(from), start, err)
+		if err == nil && spec.Start {
+			m.startAtCreate(sctx, b)
+		}
 		return err
 	}
 	if !wait {
 		view := b.view() // provisioning, as recorded
-		if m.background(func() { setup() }) {
+		if m.prov.do(func() { setup() }) {
 			return view, nil
 		}
 		// The daemon is stopping: the setup is done (and cut short) here.
@@ -106,6 +113,17 @@ func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, s
 		return api.Sandbox{}, setupError(b.id, err)
 	}
 	return b.view(), nil
+}
+
+// startAtCreate starts the agent of b, just made by a create with start: true. A start that
+// fails (an image without entrypoint or cmd) leaves b ready, and says why in its events: the
+// create made the sandbox all the same.
+func (m *Manager) startAtCreate(ctx context.Context, b *box) {
+	if err := m.startAgent(ctx, b); err != nil {
+		m.log.Warn("start the agent at create", "sandbox", b.id, "err", err)
+		m.recordEvent(b, b.owner(), api.Event{Type: api.EventAgentExited, Message: "not started: " + err.Error(),
+			Data: map[string]any{"error": err.Error()}})
+	}
 }
 
 // setupError is the error a waiting create of sandbox id answers for err: a client's mistake or
@@ -122,7 +140,7 @@ func setupError(id string, err error) error {
 // create the client gave up on still ends in a recorded state), and by the daemon's stop.
 func (m *Manager) setupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
-	stop := context.AfterFunc(m.bg.ctx, cancel)
+	stop := context.AfterFunc(m.prov.ctx, cancel)
 	return sctx, func() { stop(); cancel() }
 }
 
@@ -167,7 +185,7 @@ func (m *Manager) build(ctx context.Context, d driver.Driver, b *box, reason str
 	if err != nil {
 		log.Warn("create failed", "err", err)
 		why := err.Error()
-		if m.bg.ctx.Err() != nil {
+		if m.prov.ctx.Err() != nil {
 			why = sandbox.ReasonDaemonShutdown
 		}
 		b.failed(ctx, why)
@@ -189,8 +207,8 @@ func (m *Manager) build(ctx context.Context, d driver.Driver, b *box, reason str
 	return nil
 }
 
-// background is the manager's work that outlives the request that started it (asynchronous
-// provisioning): a stop cancels its context and waits for it.
+// background is the manager's work that outlives the request that started it (provisioning,
+// agents): a stop cancels its context and waits for it.
 type background struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -205,27 +223,26 @@ func newBackground() *background {
 	return &background{ctx: ctx, cancel: cancel}
 }
 
-// background runs fn in the background, tracked, and reports whether it did: once the daemon
-// is stopping it does not.
-func (m *Manager) background(fn func()) bool {
-	m.bg.mu.Lock()
-	defer m.bg.mu.Unlock()
-	if m.bg.stopped {
+// do runs fn in the background, tracked, and reports whether it did: once stopped it does not.
+func (g *background) do(fn func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
 		return false
 	}
-	m.bg.wg.Add(1)
+	g.wg.Add(1)
 	go func() {
-		defer m.bg.wg.Done()
+		defer g.wg.Done()
 		fn()
 	}()
 	return true
 }
 
-// stopBackground cancels the background work in flight and waits for it to end.
-func (m *Manager) stopBackground() {
-	m.bg.mu.Lock()
-	m.bg.stopped = true
-	m.bg.mu.Unlock()
-	m.bg.cancel()
-	m.bg.wg.Wait()
+// stop cancels the work in flight and waits for it to end.
+func (g *background) stop() {
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
+	g.cancel()
+	g.wg.Wait()
 }
