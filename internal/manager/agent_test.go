@@ -50,6 +50,7 @@ func TestAgentLifecycle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := openStore(t)
 			f := drivertest.NewFake()
+			w := watchDestroys(st, f, nil)
 			m := testManager(t, st, f)
 			ctx := tenant.With(context.Background(), "t1")
 			sb, err := m.Create(ctx, sandbox.Spec{Agent: &api.Agent{Command: api.Shell("agent hello")}})
@@ -111,11 +112,19 @@ func TestAgentLifecycle(t *testing.T) {
 			if m.Live() != 0 || len(f.Live()) != 0 {
 				t.Errorf("after the agent's exit: %d live, on the host %v", m.Live(), f.Live())
 			}
+			if seen, want := w.destroys(), []string{"running intent"}; !slices.Equal(seen, want) {
+				t.Errorf("at destroy the store said %q, want %q (the teardown recorded first)", seen, want)
+			}
 			if !strings.Contains(agentLog(t, m, ctx, sb.ID), "stdout:hello") {
 				t.Error("the log of the ended sandbox is gone")
 			}
 			if got, err := m.Terminate(ctx, sb.ID); err != nil || got.Status != api.StatusTerminated {
 				t.Errorf("terminate after the agent's exit: %s %v", got.Status, err)
+			}
+			m.events.Flush()
+			evs, _ = st.Events(ctx, store.EventFilter{Tenant: "t1", SandboxID: sb.ID, TypePrefix: api.EventSandboxStatus})
+			if last := evs[len(evs)-1]; last.Data["to"] != api.StatusTerminated || last.Data["from"] != c.status {
+				t.Errorf("the last status event: %v, want %s → terminated", last.Data, c.status)
 			}
 		})
 	}

@@ -368,9 +368,12 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 		}
 		// A failed or completed sandbox holds nothing; terminating it only closes the record.
 		if status != api.StatusTerminated {
-			t := api.Transition{To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
+			t := api.Transition{From: status, To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
 			if err := m.store.Transition(ctx, id, status, t); err != nil {
 				return api.Sandbox{}, err
+			}
+			if rec, err := m.store.Sandbox(ctx, tenant.From(ctx), id); err == nil {
+				m.recordEnded(rec.Tenant, id, t)
 			}
 		}
 		return m.Get(ctx, id)
@@ -382,6 +385,13 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 		return api.Sandbox{}, fmt.Errorf("sandbox %s holds nothing now, but its end could not be recorded; terminate it again when the store has room (a restart finishes it too): %w", id, err)
 	}
 	return m.Get(ctx, id)
+}
+
+// recordEnded emits transition t, recorded, of sandbox id of tenant ten, which has ended (it
+// is no box's, and its log is complete): in the audit log, and so to webhooks.
+func (m *Manager) recordEnded(ten, id string, t api.Transition) {
+	m.events.Add(store.TenantEvent{Tenant: ten, Event: api.Event{ID: sandbox.NewOrderedID("evt_"), SandboxID: id, Type: api.EventSandboxStatus,
+		Time: t.At, Message: t.Reason, Data: map[string]any{"from": t.From, "to": t.To, "reason": t.Reason}}})
 }
 
 // EndSandboxes ends every live sandbox with reason daemon_shutdown; an exec cut off by it is

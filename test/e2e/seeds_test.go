@@ -281,36 +281,53 @@ func pollStatus(t *testing.T, d *daemon, key, id, want string) {
 	}
 }
 
-// seedSDK is seed 000's SDK example, its calls' bodies as the seed writes them: create, exec,
-// logs followed until terminate ends them.
+// seedSDK is seed 000's SDK example done with the Go SDK, its calls' bodies as the seed writes
+// them: create (which waits for ready, as the SDKs do), start (the agent: the seed's agentId
+// names an agent of its platform, here a command that waits on its stdin), exec, logs followed
+// until terminate ends them.
 func seedSDK(t *testing.T, d *daemon, key string, seed map[string]string, execWant any) {
 	t.Helper()
-	status, sb, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes?wait=true", seed["sdk.create.request"])
-	if status != http.StatusCreated {
-		t.Fatalf("SDK create: %d %s", status, raw)
+	c := d.client(key)
+	var spec api.Spec
+	if err := json.Unmarshal([]byte(seed["sdk.create.request"]), &spec); err != nil {
+		t.Fatal(err)
 	}
-	wantFields(t, "SDK create", sb, map[string]any{"data.name": "test-agent-v2", "data.resources.cpu": "2.0", "data.network.egressPolicy": "restricted"})
-	id := field(sb, "data.id").(string)
-	// TODO(issue 24, the agent of a sandbox): the SDK starts the sandbox's agent here
-	// (drd.sandboxes.start, POST .../start) before its exec.
-	status, res, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes/"+id+"/exec", seed["sdk.exec.request"])
-	if status != http.StatusOK {
-		t.Fatalf("SDK exec: %d %s", status, raw)
+	spec.Agent = &api.Agent{Command: api.Shell("echo agent-started; exec cat")}
+	sb, err := c.Create(bg(), spec)
+	if err != nil || sb.Status != api.StatusReady || sb.Name != "test-agent-v2" || sb.Resources.CPU.String() != "2.0" || sb.Network.EgressPolicy != "restricted" {
+		t.Fatalf("SDK create: %+v %v", sb, err)
 	}
-	sameShape(t, "SDK exec", execWant, res, false)
+	// await drd.sandboxes.start(sandbox.id)
+	if sb, err = c.Start(bg(), sb.ID); err != nil || sb.Status != api.StatusRunning {
+		t.Fatalf("SDK start: %s %v", sb.Status, err)
+	}
+	var req api.ExecRequest
+	if err := json.Unmarshal([]byte(seed["sdk.exec.request"]), &req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(bg(), sb.ID, req)
+	if err != nil {
+		t.Fatalf("SDK exec: %v", err)
+	}
+	var got any
+	b, _ := json.Marshal(res)
+	json.Unmarshal(b, &got)
+	sameShape(t, "SDK exec", field(execWant, "data"), got, false)
+	if st, _ := c.Get(bg(), sb.ID); st.Status != api.StatusRunning {
+		t.Errorf("SDK: %s beside its agent, want running", st.Status)
+	}
 
 	// for await (const line of drd.sandboxes.logs(id, {follow: true})) line.timestamp, line.message
 	lines := make(chan api.LogEntry, 1000)
 	done := make(chan error, 1)
-	c := d.client(key)
 	go func() {
-		done <- c.Logs(bg(), id, client.LogOptions{Follow: true}, func(e api.LogEntry) error {
+		done <- c.Logs(bg(), sb.ID, client.LogOptions{Follow: true}, func(e api.LogEntry) error {
 			lines <- e
 			return nil
 		})
 		close(lines)
 	}()
-	if _, err := c.Terminate(bg(), id); err != nil {
+	if _, err := c.Terminate(bg(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -328,8 +345,10 @@ func seedSDK(t *testing.T, d *daemon, key string, seed map[string]string, execWa
 		}
 		messages = append(messages, l.Message)
 	}
-	if !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, "/app/agent.py") }) {
-		t.Errorf("the exec's output is not in the log: %q", messages)
+	for _, want := range []string{"/app/agent.py", "agent-started"} {
+		if !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, want) }) {
+			t.Errorf("%q is not in the log: %q", want, messages)
+		}
 	}
 }
 
