@@ -53,6 +53,12 @@ type Spec struct {
 	Volumes  []VolumeMount     `json:"volumes,omitempty"`
 	Timeout  Timeout           `json:"timeout"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Agent is the process the sandbox is for (SPEC §5), started by POST .../start (or Start):
+	// running while it runs, completed when it exits 0, failed (reason agent_exit) otherwise.
+	// Without it, a sandbox of an image with an entrypoint or cmd has that as its agent.
+	Agent *Agent `json:"agent,omitempty"`
+	// Start starts the agent as soon as the sandbox is ready.
+	Start bool `json:"start,omitempty"`
 	// FromSnapshot starts the sandbox from a snapshot (snap_...): its level, root, user, workdir,
 	// resources and filesystem are the snapshot's sandbox's, and may be left out (given, they must
 	// equal them); its environment and metadata are the snapshot's, merged under the request's.
@@ -63,6 +69,23 @@ type Spec struct {
 	// template it granted. They never cross the API in either direction.
 	Binds   []Bind `json:"-"`
 	RootDir string `json:"-"`
+}
+
+// Agent is a sandbox's own process: its command (a string run by /bin/sh -c, or an argv array,
+// as an exec's), the variables it adds to the sandbox's environment, and its working directory
+// (default the sandbox's). Its stdout and stderr are the sandbox's log; its stdin is written
+// through POST .../agent/stdin.
+type Agent struct {
+	Command Command           `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+}
+
+// AgentStdin is the answer of POST .../agent/stdin: how many bytes of the body were queued for
+// the agent's stdin, and whether its stdin is now closed (?eof=true).
+type AgentStdin struct {
+	Bytes int  `json:"bytes"`
+	EOF   bool `json:"eof"`
 }
 
 // VolumeMount mounts the operator's volume Name at Path inside the sandbox; ReadOnly makes a

@@ -28,6 +28,11 @@ const (
 	EventSandboxSnapshot = "sandbox.snapshot"
 	// EventSandboxRestored: the sandbox's state was replaced by a snapshot's; Data: snapshotId, memory.
 	EventSandboxRestored = "sandbox.restored"
+	// EventAgentStarted: the sandbox's agent started (POST .../start); Data: command, workdir.
+	EventAgentStarted = "sandbox.agent.started"
+	// EventAgentExited: the sandbox's agent exited; Data: exitCode, durationMs, and endedBy when
+	// the sandbox's end (terminate, timeout, restore) killed it rather than itself.
+	EventAgentExited = "sandbox.agent.exited"
 	// EventNetworkDNS is a DNS query to airlock's resolver. Data: proto, name, qtype, decision
 	// (allow, deny), rule, reason, answers.
 	EventNetworkDNS = "network.dns"

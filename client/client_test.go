@@ -143,13 +143,23 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"health", "GET", "/healthz", "", func(c *client.Client) error { _, err := c.Health(ctx); return err }},
 		{"capabilities", "GET", "/api/v1/capabilities", "", func(c *client.Client) error { _, err := c.Capabilities(ctx); return err }},
-		{"create", "POST", "/api/v1/sandboxes", "", func(c *client.Client) error { _, err := c.Create(ctx, api.Spec{}); return err }},
+		{"create waits", "POST", "/api/v1/sandboxes", "wait=true", func(c *client.Client) error { _, err := c.Create(ctx, api.Spec{}); return err }},
+		{"create async", "POST", "/api/v1/sandboxes", "", func(c *client.Client) error { _, err := c.CreateAsync(ctx, api.Spec{}); return err }},
 		{"list", "GET", "/api/v1/sandboxes", "", func(c *client.Client) error { _, err := c.List(ctx, client.ListOptions{}); return err }},
 		{"get", "GET", "/api/v1/sandboxes/sbx_1", "", func(c *client.Client) error { _, err := c.Get(ctx, "sbx_1"); return err }},
 		{"get escapes the id", "GET", "/api/v1/sandboxes/a%2Fb", "", func(c *client.Client) error { _, err := c.Get(ctx, "a/b"); return err }},
 		{"terminate", "DELETE", "/api/v1/sandboxes/sbx_1", "", func(c *client.Client) error { _, err := c.Terminate(ctx, "sbx_1"); return err }},
 		{"pause", "POST", "/api/v1/sandboxes/sbx_1/pause", "", func(c *client.Client) error { _, err := c.Pause(ctx, "sbx_1"); return err }},
 		{"resume", "POST", "/api/v1/sandboxes/sbx_1/resume", "", func(c *client.Client) error { _, err := c.Resume(ctx, "sbx_1"); return err }},
+		{"start", "POST", "/api/v1/sandboxes/sbx_1/start", "", func(c *client.Client) error { _, err := c.Start(ctx, "sbx_1"); return err }},
+		{"agent stdin", "POST", "/api/v1/sandboxes/sbx_1/agent/stdin", "", func(c *client.Client) error {
+			_, err := c.AgentStdin(ctx, "sbx_1", []byte("hi\n"), false)
+			return err
+		}},
+		{"agent stdin eof", "POST", "/api/v1/sandboxes/sbx_1/agent/stdin", "eof=true", func(c *client.Client) error {
+			_, err := c.AgentStdin(ctx, "sbx_1", nil, true)
+			return err
+		}},
 		{"exec", "POST", "/api/v1/sandboxes/sbx_1/exec", "", func(c *client.Client) error { _, err := c.Exec(ctx, "sbx_1", api.ExecRequest{}); return err }},
 		{"execs", "GET", "/api/v1/sandboxes/sbx_1/execs", "", func(c *client.Client) error { _, err := c.Execs(ctx, "sbx_1"); return err }},
 		{"execution", "GET", "/api/v1/sandboxes/sbx_1/execs/exec_2", "", func(c *client.Client) error { _, err := c.Execution(ctx, "sbx_1", "exec_2"); return err }},

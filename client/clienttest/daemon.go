@@ -101,6 +101,7 @@ func (d *Daemon) routes() http.Handler {
 	authed("POST /api/v1/sandboxes/{id}/terminate", d.sandboxOp(terminate))
 	authed("POST /api/v1/sandboxes/{id}/pause", d.sandboxOp(pause))
 	authed("POST /api/v1/sandboxes/{id}/resume", d.sandboxOp(resume))
+	authed("POST /api/v1/sandboxes/{id}/start", d.sandboxOp(start))
 	authed("GET /api/v1/sandboxes/{id}/metrics", d.metrics)
 	authed("POST /api/v1/sandboxes/{id}/exec", d.exec)
 	authed("GET /api/v1/sandboxes/{id}/exec", d.execInteractive)
@@ -321,6 +322,20 @@ func resume(d *Daemon, sb *sandbox) *api.Error {
 		return &api.Error{Code: api.CodeConflict, Status: sb.Status, Message: "only a paused sandbox can be resumed"}
 	}
 	d.transition(sb, api.StatusReady, "requested")
+	return nil
+}
+
+// start starts the sandbox's agent, which the fake never runs: it stays running until terminated.
+func start(d *Daemon, sb *sandbox) *api.Error {
+	switch {
+	case sb.Spec.Agent == nil && sb.Spec.Image == "":
+		return &api.Error{Code: api.CodeConflict, Status: sb.Status, Field: "agent", Message: "the sandbox has no agent to start"}
+	case sb.Status != api.StatusReady && sb.Status != api.StatusRunning:
+		return &api.Error{Code: api.CodeConflict, Status: sb.Status, Message: "only a ready or running sandbox can start its agent"}
+	}
+	if sb.Status == api.StatusReady {
+		d.transition(sb, api.StatusRunning, "agent_started")
+	}
 	return nil
 }
 

@@ -38,6 +38,7 @@ func verbs() []verb {
 		{"network", "network ID --network P [--allow-domain D]...   change a sandbox's network policy live", networkCmd},
 		{"pause", "pause ID...                    freeze every process of sandboxes", pauseCmd},
 		{"resume", "resume ID...                   thaw paused sandboxes", resumeCmd},
+		{"start", "start ID...                    start sandboxes' agents (create --agent CMD)", startCmd},
 		{"snapshot", "snapshot [--name N] [--description D] ID   save a sandbox's state; print the snapshot's ID", snapshotCmd},
 		{"restore", "restore ID SNAPSHOT_ID         put a sandbox back in a snapshot's state", restoreCmd},
 		{"fork", "fork [--count N] [--name PREFIX] ID   snapshot a sandbox and start sandboxes from it; print their IDs", forkCmd},

@@ -13,22 +13,35 @@ import (
 var createFlags = map[string]string{
 	"name": "--name", "agentId": "--agent-id", "runtime": "--runtime", "template": "--template",
 	"timeout.maxDurationSeconds": "--max-duration", "timeout.idleTimeoutSeconds": "--idle-timeout",
-	"network.blockLocalNetwork": "--network", "fromSnapshot": "--from-snapshot",
+	"network.blockLocalNetwork": "--network", "fromSnapshot": "--from-snapshot", "agent.command": "--agent", "agent": "--agent", "start": "--start",
 }
 
 // createCmd is `airlock create`: create a sandbox on the daemon and print its ID.
 func createCmd(e *env, args []string) int {
 	r := newRemote(e, "create", "[flags]")
+	noWait := r.fs.Bool("no-wait", false, "answer at once, while the daemon provisions the sandbox (its status provisioning; "+
+		"airlock inspect shows when it is ready or failed)")
+	agent := r.fs.String("agent", "", "the sandbox's agent: a command line run by /bin/sh -c (airlock start ID starts it; "+
+		"its output is the sandbox's log); an image's entrypoint is the agent when this is left out")
+	start := r.fs.Bool("start", false, "start the agent once the sandbox is ready")
 	spec, asJSON, code := parseCreate(r, args)
 	if code >= 0 {
 		return code
 	}
+	if *agent != "" {
+		spec.Agent = &api.Agent{Command: api.Shell(*agent)}
+	}
+	spec.Start = *start
 	if code := r.dial(); code >= 0 {
 		return code
 	}
 	ctx, stop := interruptible()
 	defer stop()
-	sb, err := r.c.Create(ctx, spec)
+	create := r.c.Create // waits for ready (or the failure)
+	if *noWait {
+		create = r.c.CreateAsync
+	}
+	sb, err := create(ctx, spec)
 	if err != nil {
 		return r.fail(err, createFlags)
 	}

@@ -21,6 +21,16 @@ func create(t *testing.T, args ...string) string {
 	return strings.TrimSpace(out)
 }
 
+// TestStartVerb: create --agent, then start makes the sandbox running.
+func TestStartVerb(t *testing.T) {
+	fakeDaemon(t)
+	id := create(t, "--agent", "python3 agent.py", "--no-wait")
+	code, out, errOut := airlockCLI(t, "", "start", "--json", id)
+	if code != 0 || !strings.Contains(out, `"status": "running"`) || !strings.Contains(out, `"/bin/sh"`) {
+		t.Errorf("start: %d %q %q", code, out, errOut)
+	}
+}
+
 func TestClientVerbs(t *testing.T) {
 	fakeDaemon(t)
 	id := create(t, "--name", "web", "--memory", "512M", "--agent-id", "a1", "--metadata", "team=ml")
@@ -54,6 +64,7 @@ func TestClientVerbs(t *testing.T) {
 		{"pause twice is a conflict", "", []string{"pause", id}, 1, "", "airlock: only a ready or running sandbox can be paused\n"},
 		{"exec in a paused sandbox", "", []string{"exec", id, "true"}, 1, "", "is paused"},
 		{"resume", "", []string{"resume", id}, 0, id + "\n", ""},
+		{"start without an agent names it", "", []string{"start", id}, 1, "", "agent: the sandbox has no agent to start"},
 		{"rm goes on after a failure", "", []string{"rm", "sbx_nope", other}, 1, other + "\n", "airlock: sandbox \"sbx_nope\" not found\n"},
 		{"ls hides terminated", "", []string{"ls", "-q"}, 0, id + "\n", ""},
 		{"ls -a shows them", "", []string{"ls", "-q", "-a"}, 0, id + "\n" + other + "\n", ""},

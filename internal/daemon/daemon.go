@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -93,8 +94,18 @@ func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Log
 		_, err := images.Get(ref)
 		return err == nil
 	}
+	imageCommand := func(ref string) []string {
+		if images == nil {
+			return nil
+		}
+		img, err := images.Get(ref)
+		if err != nil {
+			return nil
+		}
+		return append(slices.Clone(img.Config.Entrypoint), img.Config.Cmd...)
+	}
 	d.m = manager.New(manager.Config{MaxSandboxesPerTenant: cfg.Limits.MaxSandboxesPerTenant,
-		MaxPools: cfg.Limits.MaxPools, MaxPoolSandboxes: cfg.Limits.MaxPoolSandboxes, Grants: cfg.Grants(), ImageInStore: inStore,
+		MaxPools: cfg.Limits.MaxPools, MaxPoolSandboxes: cfg.Limits.MaxPoolSandboxes, Grants: cfg.Grants(), ImageInStore: inStore, ImageCommand: imageCommand,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: mx, Audit: auditConfig(cfg.Audit, mx),
 		Sinks: []audit.Sink{d.hooks}, DefaultIsolation: cfg.Defaults.Isolation}, drivers, d.store, log.With("component", "manager"))
 	d.store.OnHealth(func(h store.Health) {

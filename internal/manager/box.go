@@ -54,10 +54,18 @@ type box struct {
 	// retried DELETE, a timeout) waits for the first instead of ending b twice.
 	ending chan struct{}
 
+	// setup is closed when b leaves provisioning (ready, or failed): operations on a sandbox
+	// still provisioning wait for it (settle). setupOnce closes it.
+	setup     chan struct{}
+	setupOnce sync.Once
+
 	op       sync.Mutex     // orders snapshots and restores of the sandbox
 	retiring sync.WaitGroup // destroys of the instances restores replaced, in flight
 
 	scans layerScans // the last scan of the writable layer, for exec.files events
+
+	agent   *agentRun // its agent while it runs (agent.go), under mu
+	agentRC *int      // its agent's exit code once it exited by itself, under mu
 }
 
 // journal is where boxes record what happens to them: transitions in the store, events in their
@@ -81,12 +89,39 @@ func (j *journal) recordEvent(b *box, ten string, e api.Event) {
 
 // newBox is the in-memory side of sandbox r, active from now.
 func (m *Manager) newBox(r store.Sandbox) *box {
-	return &box{
+	b := &box{
 		id: r.ID, j: &m.journal, res: r.Spec.Resources, tenant: r.Tenant, spec: r.Spec, createdAt: r.CreatedAt, expiresAt: expiresAt(r.Spec, r.CreatedAt),
 		logs: newLogRing(m.cfg.LogBytes), metrics: newMetricRing(m.cfg.MetricsHistory),
 		status: r.Status, reason: r.Reason, updatedAt: r.UpdatedAt, lastActive: time.Now(),
-		restores: restoresOf(r.ID, r.Instance),
+		restores: restoresOf(r.ID, r.Instance), setup: make(chan struct{}),
 	}
+	if r.Status != api.StatusProvisioning {
+		b.setupDone()
+	}
+	return b
+}
+
+// setupDone marks b's provisioning over, whatever its outcome, and wakes those waiting for it.
+func (b *box) setupDone() { b.setupOnce.Do(func() { close(b.setup) }) }
+
+// settle waits, for an operation op, until b is no longer provisioning, or ctx is done. A
+// sandbox whose provisioning failed is a *sandbox.StateError naming why.
+func (b *box) settle(ctx context.Context, op string) error {
+	select {
+	case <-b.setup:
+	default:
+		select {
+		case <-b.setup:
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox %s is still provisioning; %s it once it is ready: %w", b.id, op, errdefs.ErrConflict)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.status == api.StatusFailed {
+		return fmt.Errorf("%w: its provisioning failed: %s", &sandbox.StateError{ID: b.id, Status: b.status, Op: op}, b.reason)
+	}
+	return nil
 }
 
 // moveLocked records b's move to status `to` and makes it current. The store is written first:
@@ -101,8 +136,11 @@ func (b *box) moveLocked(ctx context.Context, to, reason string) error {
 		return fmt.Errorf("record transition %s → %s: %w", b.status, to, err)
 	}
 	b.status, b.reason, b.updatedAt = to, reason, now
-	b.j.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: reason,
-		Data: map[string]any{"from": t.From, "to": to, "reason": reason}})
+	data := map[string]any{"from": t.From, "to": to, "reason": reason}
+	if reason == sandbox.ReasonAgentExit && b.agentRC != nil {
+		data["exitCode"] = *b.agentRC
+	}
+	b.j.recordEvent(b, b.tenant, api.Event{Type: api.EventSandboxStatus, Time: now, Message: reason, Data: data})
 	b.j.log.Debug("transition", "sandbox", b.id, "from", t.From, "to", to, "reason", reason)
 	return nil
 }
@@ -187,6 +225,12 @@ func (b *box) failed(ctx context.Context, reason string) {
 func (b *box) begin(ctx context.Context, op string, exec bool) (driver.Sandbox, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.beginLocked(ctx, op, exec, sandbox.ReasonExec)
+}
+
+// beginLocked is begin with b.mu held; a ready sandbox that an exec starts becomes running for
+// reason.
+func (b *box) beginLocked(ctx context.Context, op string, exec bool, reason string) (driver.Sandbox, error) {
 	ok := b.status == api.StatusReady || b.status == api.StatusRunning || (!exec && b.status == api.StatusPaused)
 	if !ok || b.sb == nil {
 		return nil, &sandbox.StateError{ID: b.id, Status: b.status, Op: op}
@@ -195,7 +239,7 @@ func (b *box) begin(ctx context.Context, op string, exec bool) (driver.Sandbox, 
 		return nil, fmt.Errorf("sandbox %s is being restored from a snapshot; %s it when the restore returns: %w", b.id, op, errdefs.ErrConflict)
 	}
 	if exec && b.status == api.StatusReady {
-		if err := b.moveLocked(ctx, api.StatusRunning, sandbox.ReasonExec); err != nil {
+		if err := b.moveLocked(ctx, api.StatusRunning, reason); err != nil {
 			return nil, err
 		}
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	// ImageInStore reports whether an image is in the host's store already (the operator
 	// pulled it, so any tenant may use it); nil means none is.
 	ImageInStore func(ref string) bool
+	// ImageCommand is the entrypoint and cmd of an image in the host's store (the agent of a
+	// sandbox of it that names none); nil means none has one.
+	ImageCommand func(ref string) []string
 	// DefaultIsolation is the level of a sandbox (or pool) whose spec names none: the
 	// operator's defaults.isolation. Default sandbox.DefaultIsolation (container).
 	DefaultIsolation string
@@ -86,6 +89,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ImageInStore == nil {
 		c.ImageInStore = func(string) bool { return false }
+	}
+	if c.ImageCommand == nil {
+		c.ImageCommand = func(string) []string { return nil }
 	}
 	if c.DefaultIsolation == "" {
 		c.DefaultIsolation = sandbox.DefaultIsolation
@@ -123,6 +129,8 @@ type Manager struct {
 	unrec  unrecorded   // exec results the store could not take yet (storage.go)
 
 	closing atomic.Bool // the daemon is ending every sandbox (EndSandboxes)
+	prov    *background // provisioning in the background (provision.go)
+	agents  *background // the sandboxes' running agents (agent.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -135,7 +143,7 @@ const maxEnded = 256
 // Recover before serving requests and Close at the end.
 func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger) *Manager {
 	cfg.setDefaults()
-	m := &Manager{cfg: cfg, drivers: drivers, journal: journal{store: st, log: log}, boxes: map[string]*box{}, stop: make(chan struct{}),
+	m := &Manager{cfg: cfg, drivers: drivers, journal: journal{store: st, log: log}, boxes: map[string]*box{}, stop: make(chan struct{}), prov: newBackground(), agents: newBackground(),
 		claiming: map[string]int{}, pools: map[string]*pool{}, claims: newClaimWriter(st), stored: newStoredBytes(),
 	}
 	acfg := cfg.Audit
@@ -159,25 +167,6 @@ func New(cfg Config, drivers *driver.Registry, st *store.Store, log *slog.Logger
 	return m
 }
 
-// Create validates spec, makes a sandbox for the tenant in ctx and returns it ready: claimed from
-// a warm pool of its shape when one has a sandbox ready, created cold otherwise.
-func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (api.Sandbox, error) {
-	start := time.Now()
-	spec, from, d, err := m.createSpec(ctx, spec)
-	if err != nil {
-		return api.Sandbox{}, err
-	}
-	ten := tenant.From(ctx)
-	if from == nil {
-		if p := m.matchPool(spec); p != nil {
-			if warm := p.take(); warm != nil {
-				return m.createWarm(ctx, p, warm, ten, spec, start)
-			}
-		}
-	}
-	return m.createCold(ctx, d, ten, spec, from, start)
-}
-
 // createSpec is the spec a create of spec makes, with the snapshot it restores (nil for none) and
 // the level that makes it: the snapshot's spec under the create's, defaulted and validated,
 // within the tenant's grants, resolved.
@@ -196,6 +185,9 @@ func (m *Manager) createSpec(ctx context.Context, spec sandbox.Spec) (sandbox.Sp
 	}
 	sandbox.SetDefaults(&spec)
 	if err := sandbox.Validate(&spec); err != nil {
+		return spec, nil, nil, err
+	}
+	if err := checkAgent(spec); err != nil {
 		return spec, nil, nil, err
 	}
 	if err := m.admit(ctx, spec); err != nil {
@@ -229,90 +221,6 @@ func isolationUnavailable(err error, level string, defaulted bool) error {
 
 // DefaultIsolation is the level of a create that names none.
 func (m *Manager) DefaultIsolation() string { return m.cfg.DefaultIsolation }
-
-// createWarm gives b, which a create of spec took from pool p, to tenant ten, within its quota;
-// a create past it gives b back.
-func (m *Manager) createWarm(ctx context.Context, p *pool, b *box, ten string, spec sandbox.Spec, start time.Time) (api.Sandbox, error) {
-	now := time.Now()
-	if err := m.reserveClaim(ten, spec); err != nil {
-		p.giveBack(b)
-		return api.Sandbox{}, err
-	}
-	view, err := m.claim(ctx, p, b, ten, spec)
-	m.endClaim(ten, b, err == nil)
-	if err == nil {
-		m.log.Info("sandbox claimed", "sandbox", b.id, "tenant", ten, "pool", p.def.Name, "took", time.Since(now))
-	}
-	m.cfg.Metrics.ObserveCreate(spec.Isolation, metrics.SourcePool, start, err)
-	return view, err
-}
-
-// createCold makes a sandbox of spec for tenant ten with level d (from snapshot from, when not
-// nil), within the tenant's quota.
-func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, spec sandbox.Spec, from *store.Snapshot, start time.Time) (api.Sandbox, error) {
-	now := time.Now().UTC()
-	b := m.newBox(store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
-		Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now})
-	if err := m.reserve(ten, spec, b); err != nil {
-		return api.Sandbox{}, err
-	}
-	// Setup is bounded by its own deadline, not the client's connection: a create that the
-	// client gave up on still ends in a recorded state.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-	defer cancel()
-	err := m.provision(sctx, d, b, sandbox.ReasonReady, from)
-	m.cfg.Metrics.ObserveCreate(spec.Isolation, createSource(from), start, err)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, snapshot.ErrCorrupt) ||
-			errors.Is(err, errdefs.ErrStoreFull) {
-			return api.Sandbox{}, err
-		}
-		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w: %w", b.id, errdefs.ErrSetup, err)
-	}
-	return b.view(), nil
-}
-
-// provision records new sandbox b, has level d create it (from snapshot from, when not nil) and
-// records it ready for reason, with the host facts a restarted daemon needs; on failure b ends
-// failed and is forgotten.
-func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason string, from *store.Snapshot) error {
-	rec := b.record()
-	tStore := time.Now()
-	if err := m.store.InsertSandbox(ctx, rec); err != nil {
-		m.forget(b, false)
-		return fmt.Errorf("record sandbox: %w", err)
-	}
-	m.recordEvent(b, rec.Tenant, api.Event{Type: api.EventSandboxStatus, Message: "provisioning", Data: map[string]any{"to": api.StatusProvisioning, "level": rec.Spec.Isolation}})
-	log := m.log.With("sandbox", b.id, "tenant", rec.Tenant, "level", rec.Spec.Isolation)
-	tDriver := time.Now()
-	var sb driver.Sandbox
-	var err error
-	if from != nil {
-		sb, err = m.restore(ctx, d, b.id, rec.Spec, *from)
-	} else {
-		sb, err = d.Create(ctx, b.id, rec.Spec)
-	}
-	tReady := time.Now()
-	if err != nil {
-		log.Warn("create failed", "err", err)
-		b.failed(ctx, err.Error())
-		m.forget(b, true)
-		return err
-	}
-	if err := b.provisioned(ctx, sb, reason); err != nil {
-		m.release(b, api.StatusFailed, err.Error())
-		return err
-	}
-	if hf, ok := sb.(driver.HostFacter); ok {
-		// What a restarted daemon needs to adopt the sandbox; without it, it reclaims it.
-		if err := m.store.SetHost(ctx, b.id, hf.HostFacts()); err != nil {
-			log.Warn("record host facts", "err", err)
-		}
-	}
-	m.watchIfWatcher(b, sb)
-	log.Info("sandbox ready", "took", time.Since(rec.CreatedAt), "recorded", tDriver.Sub(tStore), "driver", tReady.Sub(tDriver), "readyRecorded", time.Since(tReady))
-	return nil
-}
 
 // watchIfWatcher starts watching sb if its level can end by itself.
 func (m *Manager) watchIfWatcher(b *box, sb driver.Sandbox) {
@@ -396,7 +304,12 @@ func (m *Manager) live(ctx context.Context, id, op string) (*box, error) {
 	m.mu.Lock()
 	b, ok := m.boxes[id]
 	m.mu.Unlock()
-	if ok && (ten == "" || b.tenant == ten) {
+	if ok && (ten == "" || b.owner() == ten) {
+		// A sandbox still provisioning is waited for (within its setup deadline and ctx): a
+		// client that creates and at once execs keeps working.
+		if err := b.settle(ctx, op); err != nil {
+			return nil, err
+		}
 		return b, nil
 	}
 	rec, err := m.store.Sandbox(ctx, ten, id)
@@ -455,15 +368,15 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 		}
 		// A failed or completed sandbox holds nothing; terminating it only closes the record.
 		if status != api.StatusTerminated {
-			t := api.Transition{To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
+			t := api.Transition{From: status, To: api.StatusTerminated, Reason: sandbox.ReasonTerminated, At: time.Now().UTC()}
 			if err := m.store.Transition(ctx, id, status, t); err != nil {
 				return api.Sandbox{}, err
 			}
+			if rec, err := m.store.Sandbox(ctx, tenant.From(ctx), id); err == nil {
+				m.recordEnded(rec.Tenant, id, t)
+			}
 		}
 		return m.Get(ctx, id)
-	}
-	if st, _ := b.state(); st == api.StatusProvisioning {
-		return api.Sandbox{}, &sandbox.StateError{ID: id, Status: st, Op: "terminate"}
 	}
 	if err := m.release(b, api.StatusTerminated, sandbox.ReasonTerminated); err != nil {
 		if errors.Is(err, errNothingDestroyed) {
@@ -474,11 +387,19 @@ func (m *Manager) Terminate(ctx context.Context, id string) (api.Sandbox, error)
 	return m.Get(ctx, id)
 }
 
+// recordEnded emits transition t, recorded, of sandbox id of tenant ten, which has ended (it
+// is no box's, and its log is complete): in the audit log, and so to webhooks.
+func (m *Manager) recordEnded(ten, id string, t api.Transition) {
+	m.events.Add(store.TenantEvent{Tenant: ten, Event: api.Event{ID: sandbox.NewOrderedID("evt_"), SandboxID: id, Type: api.EventSandboxStatus,
+		Time: t.At, Message: t.Reason, Data: map[string]any{"from": t.From, "to": t.To, "reason": t.Reason}}})
+}
+
 // EndSandboxes ends every live sandbox with reason daemon_shutdown; an exec cut off by it is
 // recorded with endedBy daemon_shutdown. The daemon calls it (then Close) when its shutdown
 // grace is over with requests in flight.
 func (m *Manager) EndSandboxes() {
 	m.closing.Store(true)
+	m.prov.stop() // provisioning in flight is cut short, and ends failed
 	var wg sync.WaitGroup
 	for _, b := range m.snapshot() {
 		wg.Add(1)
@@ -554,6 +475,7 @@ func (m *Manager) Close() {
 	m.closePools()
 	close(m.stop)
 	m.EndSandboxes()
+	m.agents.stop() // each one ended with its sandbox
 	// Nothing is live any more: the teardowns left unfinished (a destroy that failed, a killed
 	// daemon's that Recover could not finish) are tried again, and each level sweeps what is its
 	// own, so that a clean stop leaves nothing behind.

@@ -23,7 +23,7 @@ import (
 var errNothingDestroyed = errors.New("nothing was destroyed")
 
 // release destroys b's host resources and moves it to its end: `end` is terminated (a normal
-// end: through completed when it ran) or failed. It returns once the end is recorded, also when
+// end: through completed when it ran), completed (its agent exited 0) or failed. It returns once the end is recorded, also when
 // another release of b was under way, with the error of recording it: a client's terminate
 // whose intent could not be recorded destroys nothing (errNothingDestroyed).
 func (m *Manager) release(b *box, end, reason string) error {
@@ -71,6 +71,8 @@ func ends(status, end string) []string {
 		return nil
 	case end == api.StatusFailed || status == api.StatusProvisioning:
 		return []string{api.StatusFailed}
+	case end == api.StatusCompleted && sandbox.CanTransition(status, api.StatusCompleted):
+		return []string{api.StatusCompleted} // its agent exited 0: terminated only when asked
 	case sandbox.CanTransition(status, api.StatusTerminated):
 		return []string{api.StatusTerminated}
 	default:

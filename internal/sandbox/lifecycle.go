@@ -61,6 +61,8 @@ const (
 	ReasonRecycled       = "recycled"        // a warm pool's sandbox aged out unclaimed
 	ReasonRestored       = "restored"        // its state was replaced by a snapshot's
 	ReasonPoolRemoved    = "pool_removed"    // its warm pool was removed or changed
+	ReasonAgentStarted   = "agent_started"   // its agent was started (POST .../start)
+	ReasonAgentExit      = "agent_exit"      // its agent exited: completed with 0, failed otherwise
 )
 
 // StateError is a request the sandbox's current status does not allow (HTTP 409, naming the

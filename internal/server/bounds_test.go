@@ -191,7 +191,7 @@ func TestTimeoutsOfKeyHolders(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	url, key, _, _ := boundsAPI(t, nil, timeout)
 	auth := map[string]string{"Authorization": "Bearer " + key}
-	status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`)
+	status, env := call(t, "POST", url+"/api/v1/sandboxes?wait=true", key, `{}`)
 	var sb api.Sandbox
 	if status != http.StatusCreated || json.Unmarshal(env.Data, &sb) != nil {
 		t.Fatalf("create: %d %+v", status, env.Error)

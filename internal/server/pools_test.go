@@ -118,7 +118,7 @@ func TestPoolAPI(t *testing.T) {
 		{name: "configured pool", method: "PUT", path: "/api/v1/pools/cfg", body: `{"size":3}`, status: 409, code: api.CodeConflict, msg: "configuration file"},
 		{name: "get unknown", method: "GET", path: "/api/v1/pools/nope", status: 404, code: api.CodeNotFound},
 		{name: "fills", check: waitFor("warm", func(p api.PoolStatus) bool { return p.Ready == 2 && p.Warming == 0 })},
-		{name: "create of the shape", method: "POST", path: "/api/v1/sandboxes", body: `{"resources":{"memoryMb":256},"environment":{"FOO":"bar"},"name":"mine"}`,
+		{name: "create of the shape", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"resources":{"memoryMb":256},"environment":{"FOO":"bar"},"name":"mine"}`,
 			status: 201, check: created(&claimed)},
 		{name: "claimed", method: "GET", path: "/api/v1/pools/warm", status: 200, check: pool(func(p api.PoolStatus) bool {
 			return p.Claims == 1 && p.Misses == 0 && p.HitRate == 1
@@ -136,7 +136,7 @@ func TestPoolAPI(t *testing.T) {
 			}
 		}},
 		{name: "refills", check: waitFor("warm", func(p api.PoolStatus) bool { return p.Ready == 2 })},
-		{name: "create of another shape", method: "POST", path: "/api/v1/sandboxes", body: `{"resources":{"memoryMb":512}}`, status: 201, check: created(&cold)},
+		{name: "create of another shape", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"resources":{"memoryMb":512}}`, status: 201, check: created(&cold)},
 		{name: "not counted", method: "GET", path: "/api/v1/pools/warm", status: 200, check: pool(func(p api.PoolStatus) bool { return p.Claims == 1 && p.Misses == 0 })},
 		{name: "another pool of the same shape", method: "PUT", path: "/api/v1/pools/twin", body: `{` + spec256 + `,"size":1}`,
 			status: 409, code: api.CodeConflict, msg: "same shape"},

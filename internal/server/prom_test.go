@@ -50,7 +50,7 @@ func TestPromMetrics(t *testing.T) {
 
 	create := func(body string) string {
 		t.Helper()
-		status, env := call(t, "POST", srv.URL+"/api/v1/sandboxes", key, body)
+		status, env := call(t, "POST", srv.URL+"/api/v1/sandboxes?wait=true", key, body)
 		var sb api.Sandbox
 		if status != http.StatusCreated || json.Unmarshal(env.Data, &sb) != nil {
 			t.Fatalf("create %s: %d %+v", body, status, env.Error)

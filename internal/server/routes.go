@@ -76,8 +76,11 @@ func routes() []route {
 			rawResp: true, rawType: "text/plain"}},
 		{"GET", "/api/v1/capabilities", false, capabilities, opDoc{summary: "Isolation levels and features this host offers, with reasons", resp: api.Capabilities{}}},
 
-		{"POST", "/api/v1/sandboxes", false, createSandbox, opDoc{summary: "Create a sandbox; it is returned ready. Its level is the daemon's default " +
-			"(capabilities' defaultIsolation: container unless the operator configured another) when isolation is left out", body: api.Spec{}, resp: api.Sandbox{}, created: true}},
+		{"POST", "/api/v1/sandboxes", false, createSandbox, opDoc{summary: "Create a sandbox. It answers at once, 202 with status provisioning while the daemon makes it " +
+			"(poll GET .../{id}: ready, or failed with the reason; operations sent meanwhile wait for it), or 201 ready when a warm pool served it; " +
+			"with wait=true it answers 201 once the sandbox is ready (running when start is set), or the failure. Its level is the daemon's default " +
+			"(capabilities' defaultIsolation: container unless the operator configured another) when isolation is left out", body: api.Spec{}, resp: api.Sandbox{}, created: true,
+			status: http.StatusAccepted, query: []param{{"wait", "boolean", "answer once the sandbox is ready (201), or with the error that failed it"}}}},
 		{"GET", "/api/v1/sandboxes", false, listSandboxes, opDoc{summary: "List the tenant's sandboxes, newest first", resp: []api.Sandbox{}, query: []param{
 			{"status", "string", "repeatable; keep sandboxes in these statuses"},
 			{"agentId", "string", "keep sandboxes of this agent"},
@@ -88,6 +91,12 @@ func routes() []route {
 		{"POST", sbx + "/terminate", false, terminateSandbox, opDoc{summary: "Terminate a sandbox (the record is kept)", resp: api.Sandbox{}}},
 		{"POST", sbx + "/pause", false, pauseSandbox, opDoc{summary: "Freeze every process of the sandbox", resp: api.Sandbox{}}},
 		{"POST", sbx + "/resume", false, resumeSandbox, opDoc{summary: "Thaw a paused sandbox", resp: api.Sandbox{}}},
+		{"POST", sbx + "/start", false, startSandbox, opDoc{summary: "Start the sandbox's agent (its agent.command, or its image's entrypoint and cmd), waiting for a provisioning " +
+			"sandbox to be ready: running while it runs, completed when it exits 0, failed (reason agent_exit) otherwise; its output is the sandbox's log. " +
+			"409 naming agent when the sandbox has none, or its agent runs already", resp: api.Sandbox{}}},
+		{"POST", sbx + "/agent/stdin", false, agentStdin, opDoc{summary: "Append the body's bytes (at most 1 MiB unread) to the stdin of the sandbox's running agent; " +
+			"409 when none runs, 429 while it has 1 MiB unread", rawBody: true, resp: api.AgentStdin{}, query: []param{
+			{"eof", "boolean", "close the agent's stdin after the body's bytes"}}}},
 
 		{"POST", sbx + "/exec", false, execSync, opDoc{summary: "Run a command and wait for its result", body: api.ExecRequest{}, resp: api.ExecResult{}}},
 		{"GET", sbx + "/exec", false, execInteractive, opDoc{summary: "Interactive exec over WebSocket: JSON frames (start, stdin, resize, eof, signal → started, stdout, stderr, exit)", resp: api.Frame{}, stream: "websocket"}},
@@ -173,7 +182,17 @@ func createSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, erro
 	if err := decode(w, r, s.cfg.MaxBodyBytes, &spec); err != nil {
 		return nil, err
 	}
-	return s.m.Create(syncCtx(r), spec)
+	if wait, err := boolQuery(r, "wait"); err != nil || wait {
+		if err != nil {
+			return nil, err
+		}
+		return s.m.Create(syncCtx(r), spec)
+	}
+	sb, err := s.m.CreateAsync(syncCtx(r), spec)
+	if err == nil && sb.Status == api.StatusProvisioning {
+		return accepted{sb}, nil // 202: being provisioned, to be polled (or ?wait=true)
+	}
+	return sb, err
 }
 
 func listSandboxes(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
@@ -214,6 +233,18 @@ func pauseSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 
 func resumeSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	return s.m.Resume(syncCtx(r), r.PathValue("id"))
+}
+
+func startSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.m.Start(syncCtx(r), r.PathValue("id"))
+}
+
+func agentStdin(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
+	eof, err := boolQuery(r, "eof")
+	if err != nil {
+		return nil, err
+	}
+	return s.m.AgentStdin(syncCtx(r), r.PathValue("id"), r.Body, eof)
 }
 
 func execSync(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

@@ -91,10 +91,14 @@ func TestSeed000Shapes(t *testing.T) {
 		"resources": {"cpu": "2.0", "memoryMb": 4096, "diskMb": 10240, "gpuEnabled": false},
 		"network": {"egressPolicy": "restricted", "allowedDomains": ["api.openai.com", "*.drd.io"], "blockLocalNetwork": true},
 		"timeout": {"maxDurationSeconds": 3600, "idleTimeoutSeconds": 300}, "environment": {"DRD_ENV": "sandbox"}}`)
-	if status != http.StatusCreated {
+	// As the seed shows: 202, provisioning; the operations below wait for it to be ready.
+	if status != http.StatusAccepted {
 		t.Fatalf("create: %d %+v", status, env.Error)
 	}
 	sb := object(t, env.Data)
+	if sb["status"] != api.StatusProvisioning {
+		t.Errorf("create: status %v, want provisioning", sb["status"])
+	}
 	res := sb["resources"].(map[string]any)
 	if sb["name"] != "content-scanner-test" || sb["agentId"] != "019agent-scanner-..." || sb["isolation"] != "container" ||
 		res["cpu"] != "2.0" || res["memoryMb"] != 4096.0 || res["diskMb"] != 10240.0 || res["gpuEnabled"] != nil {
@@ -108,15 +112,15 @@ func TestSeed000Shapes(t *testing.T) {
 		t.Errorf("endpoints %v, want %v", got, want)
 	}
 	// A number is taken too, and answered as the string.
-	if status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{"isolation": "container", "resources": {"cpu": 0.5}}`); status != 201 ||
+	if status, env := call(t, "POST", url+"/api/v1/sandboxes?wait=true", key, `{"isolation": "container", "resources": {"cpu": 0.5}}`); status != 201 ||
 		!strings.Contains(string(env.Data), `"cpu":"0.5"`) {
 		t.Errorf("cpu as a number: %d %s %+v", status, env.Data, env.Error)
 	}
 
 	runSteps(t, url, key, []apiStep{
-		{name: "gpu", method: "POST", path: "/api/v1/sandboxes", body: `{"isolation":"container","resources":{"gpuEnabled":true}}`,
+		{name: "gpu", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"isolation":"container","resources":{"gpuEnabled":true}}`,
 			status: 422, code: api.CodeGPUUnavailable, field: "resources.gpuEnabled", msg: "passes a GPU"},
-		{name: "cpu not a number", method: "POST", path: "/api/v1/sandboxes", body: `{"isolation":"container","resources":{"cpu":"two"}}`,
+		{name: "cpu not a number", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"isolation":"container","resources":{"cpu":"two"}}`,
 			status: 400, code: api.CodeInvalidArgument, field: "resources.cpu", msg: `"2.0"`},
 		{name: "capabilities", method: "GET", path: "/api/v1/capabilities", status: 200, check: func(t *testing.T, data []byte) {
 			var c api.Capabilities
@@ -149,7 +153,7 @@ func TestSeed000Shapes(t *testing.T) {
 // host the request named.
 func TestEndpointsPublicURL(t *testing.T) {
 	url, key := seedAPI(t, Config{PublicURL: "https://airlock.example.com/edge/"}, manager.Config{DefaultIsolation: sandbox.LevelContainer})
-	status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`)
+	status, env := call(t, "POST", url+"/api/v1/sandboxes?wait=true", key, `{}`)
 	var sb api.Sandbox
 	if status != 201 || json.Unmarshal(env.Data, &sb) != nil {
 		t.Fatalf("create: %d %+v", status, env.Error)
@@ -170,8 +174,8 @@ func TestEndpointsPublicURL(t *testing.T) {
 func TestDefaultIsolationUnavailable(t *testing.T) {
 	url, key := seedAPI(t, Config{}, manager.Config{DefaultIsolation: sandbox.LevelMicroVM})
 	runSteps(t, url, key, []apiStep{
-		{name: "default", method: "POST", path: "/api/v1/sandboxes", body: `{}`, status: 422, code: api.CodeIsolationUnavailable, field: "isolation", msg: "defaults.isolation"},
-		{name: "compat default", method: "POST", path: "/api/v1/sandboxes", body: `{"isolation":"microvm"}`, status: 422, code: api.CodeIsolationUnavailable, field: "isolation"},
+		{name: "default", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{}`, status: 422, code: api.CodeIsolationUnavailable, field: "isolation", msg: "defaults.isolation"},
+		{name: "compat default", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"isolation":"microvm"}`, status: 422, code: api.CodeIsolationUnavailable, field: "isolation"},
 	}, func(s string) string { return s })
 	status, b := rawCall(t, "POST", url+"/api/sandbox/create", key, `{}`)
 	if e := object(t, b)["error"].(map[string]any); status != 422 || e["field"] != "mode" || !strings.Contains(e["message"].(string), "defaults.isolation") {

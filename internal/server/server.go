@@ -175,6 +175,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 
 		status := rt.doc.successStatus(r.Method)
+		if a, ok := data.(accepted); ok {
+			status, data = http.StatusAccepted, a.data
+		}
 		switch {
 		case errors.Is(err, written):
 		case err != nil:
@@ -292,6 +295,10 @@ func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 	}
 	return c, nil
 }
+
+// accepted is a handler's answer that is 202 Accepted rather than the route's success status:
+// work started, to be polled (an asynchronous create).
+type accepted struct{ data any }
 
 // syncCtx is the context of work that must finish and be recorded even if the client hangs up.
 func syncCtx(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }

@@ -280,7 +280,7 @@ func TestDecodeRefusesDuplicateKeys(t *testing.T) {
 // table that takes a JSON body: each answers 400 naming the key.
 func TestEveryJSONRouteRefusesDuplicateKeys(t *testing.T) {
 	url, key, _ := poolAPI(t)
-	status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`)
+	status, env := call(t, "POST", url+"/api/v1/sandboxes?wait=true", key, `{}`)
 	if status != 201 {
 		t.Fatalf("create: %d %+v", status, env.Error)
 	}

@@ -341,13 +341,13 @@ func TestSnapshotAPI(t *testing.T) {
 				t.Errorf("capabilities %s: want snapshots, and level process's %s", data, driver.FeatureSnapshotFilesystem)
 			}
 		}},
-		{name: "create a", method: "POST", path: "/api/v1/sandboxes", body: `{"resources":{"memoryMb":256},"environment":{"STAGE":"one"},"metadata":{"step":"1"}}`,
+		{name: "create a", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"resources":{"memoryMb":256},"environment":{"STAGE":"one"},"metadata":{"step":"1"}}`,
 			status: 201, check: sandboxAs("a", nil)},
 		put("a", "f", "v1"),
-		{name: "create a sandbox of user root", method: "POST", path: "/api/v1/sandboxes", body: `{"user":"root"}`, status: 201, check: sandboxAs("root", nil)},
-		{name: "create one to terminate", method: "POST", path: "/api/v1/sandboxes", status: 201, body: `{}`, check: sandboxAs("gone", nil)},
+		{name: "create a sandbox of user root", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"user":"root"}`, status: 201, check: sandboxAs("root", nil)},
+		{name: "create one to terminate", method: "POST", path: "/api/v1/sandboxes?wait=true", status: 201, body: `{}`, check: sandboxAs("gone", nil)},
 		{name: "terminate it", method: "DELETE", path: "/api/v1/sandboxes/{gone}", status: 200, check: func(*testing.T, []byte) {}},
-		as("t2 creates a sandbox", "POST", "/api/v1/sandboxes", `{}`, 201, "", "", sandboxAs("theirs", nil)),
+		as("t2 creates a sandbox", "POST", "/api/v1/sandboxes?wait=true", `{}`, 201, "", "", sandboxAs("theirs", nil)),
 
 		// Snapshot.
 		{name: "snapshot, no body", method: "POST", path: sbxA + "/snapshots", status: 201, check: snapAs("s1", func(sn api.Snapshot) bool {
@@ -375,7 +375,7 @@ func TestSnapshotAPI(t *testing.T) {
 		{name: "a level that cannot snapshot", check: func(t *testing.T, _ []byte) {
 			level.SetSnapshots(false)
 			defer level.SetSnapshots(true)
-			if status, env := call(t, "POST", url+"/api/v1/sandboxes", key, `{}`); status != 201 {
+			if status, env := call(t, "POST", url+"/api/v1/sandboxes?wait=true", key, `{}`); status != 201 {
 				t.Fatalf("create: %d %+v", status, env.Error)
 			} else {
 				sandboxAs("plain", nil)(t, env.Data)
@@ -480,30 +480,30 @@ func TestSnapshotAPI(t *testing.T) {
 		as("fork of another tenant's sandbox", "POST", sbxA+"/fork", ``, 404, api.CodeNotFound, "", nil),
 
 		// Create from a snapshot.
-		{name: "create from a snapshot", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{s1}","environment":{"EXTRA":"yes"},"metadata":{"step":"2"}}`,
+		{name: "create from a snapshot", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{s1}","environment":{"EXTRA":"yes"},"metadata":{"step":"2"}}`,
 			status: 201, check: sandboxAs("from", func(sb api.Sandbox) bool {
 				return sb.FromSnapshot == vars["s1"] && sb.Resources.MemoryMB == 256 && sb.Environment["STAGE"] == "one" &&
 					sb.Environment["EXTRA"] == "yes" && sb.Metadata["step"] == "2"
 			})},
 		files("from", "f=v1\n"),
-		{name: "create from a snapshot, the same resources given", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{s1}","resources":{"memoryMb":256},"workdir":"/workspace/"}`,
+		{name: "create from a snapshot, the same resources given", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{s1}","resources":{"memoryMb":256},"workdir":"/workspace/"}`,
 			status: 201, check: func(t *testing.T, data []byte) {
 				var sb api.Sandbox
 				if err := json.Unmarshal(data, &sb); err != nil || sb.Spec.Resources.MemoryMB != 256 || sb.Spec.Workdir != "/workspace" {
 					t.Errorf("sandbox from a snapshot with its own resources: %s (%v)", data, err)
 				}
 			}},
-		{name: "create from a snapshot, other resources", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{s1}","resources":{"memoryMb":1024}}`,
+		{name: "create from a snapshot, other resources", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{s1}","resources":{"memoryMb":1024}}`,
 			status: 400, code: api.CodeInvalidArgument, field: "resources.memoryMb"},
-		{name: "create from a snapshot, another user", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{s1}","user":"root"}`,
+		{name: "create from a snapshot, another user", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{s1}","user":"root"}`,
 			status: 400, code: api.CodeInvalidArgument, field: "user"},
-		{name: "create from an unknown snapshot", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"snap_nope"}`,
+		{name: "create from an unknown snapshot", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"snap_nope"}`,
 			status: 404, code: api.CodeNotFound, field: "fromSnapshot"},
-		{name: "create from another tenant's snapshot", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{sTheirs}"}`,
+		{name: "create from another tenant's snapshot", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{sTheirs}"}`,
 			status: 404, code: api.CodeNotFound, field: "fromSnapshot"},
 
 		// A snapshot outlives its sandbox.
-		{name: "create a short-lived one", method: "POST", path: "/api/v1/sandboxes", body: `{}`, status: 201, check: sandboxAs("short", nil)},
+		{name: "create a short-lived one", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{}`, status: 201, check: sandboxAs("short", nil)},
 		{name: "snapshot it", method: "POST", path: "/api/v1/sandboxes/{short}/snapshots", body: `{"name":"last"}`, status: 201,
 			check: snapAs("sShort", func(sn api.Snapshot) bool { return sn.Name == "last" })},
 		{name: "terminate it", method: "DELETE", path: "/api/v1/sandboxes/{short}", status: 200, check: func(*testing.T, []byte) {}},
@@ -515,7 +515,7 @@ func TestSnapshotAPI(t *testing.T) {
 				t.Errorf("listed %s, want 7, %s first, newest first", data, vars["sShort"])
 			}
 		}},
-		{name: "a sandbox from it", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{sShort}"}`, status: 201, check: sandboxAs("", nil)},
+		{name: "a sandbox from it", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{sShort}"}`, status: 201, check: sandboxAs("", nil)},
 
 		// Delete.
 		as("delete another tenant's", "DELETE", "/api/v1/snapshots/{s2}", ``, 404, api.CodeNotFound, "", nil),
@@ -552,7 +552,7 @@ func TestSnapshotAPI(t *testing.T) {
 				t.Errorf("after a refused restore: %s", data)
 			}
 		}},
-		{name: "create from a corrupt snapshot", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{s1}"}`,
+		{name: "create from a corrupt snapshot", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{s1}"}`,
 			status: 409, code: api.CodeConflict, msg: "corrupt"},
 		{name: "nothing made", check: func(t *testing.T, _ []byte) {
 			if now := level.Live(); !slices.Equal(now, live) {
@@ -595,7 +595,7 @@ func TestSnapshotAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "create from a snapshot whose layer is missing", method: "POST", path: "/api/v1/sandboxes", body: `{"fromSnapshot":"{sShort}"}`,
+		{name: "create from a snapshot whose layer is missing", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{"fromSnapshot":"{sShort}"}`,
 			status: 409, code: api.CodeConflict, msg: "missing"},
 	}, expand)
 }
@@ -606,7 +606,7 @@ func TestSnapshotQuota(t *testing.T) {
 	url, key, _, level, _ := snapshotAPI(t, manager.Config{MaxSandboxesPerTenant: 3})
 	var id string
 	runSteps(t, url, key, []apiStep{
-		{name: "create", method: "POST", path: "/api/v1/sandboxes", body: `{}`, status: 201, check: func(t *testing.T, data []byte) {
+		{name: "create", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{}`, status: 201, check: func(t *testing.T, data []byte) {
 			var sb api.Sandbox
 			json.Unmarshal(data, &sb)
 			id = sb.ID
@@ -658,7 +658,7 @@ func TestSnapshotsUnavailable(t *testing.T) {
 	t.Cleanup(srv.Close)
 	var id string
 	runSteps(t, srv.URL, key, []apiStep{
-		{name: "create", method: "POST", path: "/api/v1/sandboxes", body: `{}`, status: 201, check: func(t *testing.T, data []byte) {
+		{name: "create", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{}`, status: 201, check: func(t *testing.T, data []byte) {
 			var sb api.Sandbox
 			json.Unmarshal(data, &sb)
 			id = sb.ID

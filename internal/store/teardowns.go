@@ -18,7 +18,7 @@ type Teardown struct {
 	SandboxID string
 	LevelID   string // the instance the level knows the sandbox by (Sandbox.LevelID)
 	Isolation string
-	End       string // api.StatusTerminated or api.StatusFailed
+	End       string // api.StatusTerminated, api.StatusFailed, or api.StatusCompleted (its agent exited 0)
 	Reason    string
 	At        time.Time // when the intent was recorded; zero in BeginTeardown is now
 }
@@ -29,8 +29,8 @@ func (s *Store) BeginTeardown(ctx context.Context, t Teardown) error {
 	if t.SandboxID == "" || t.LevelID == "" {
 		return errdefs.Invalid("id", "a teardown needs a sandbox and an instance")
 	}
-	if t.End != api.StatusTerminated && t.End != api.StatusFailed {
-		return errdefs.Invalid("end", "a teardown ends terminated or failed, not %q", t.End)
+	if t.End != api.StatusTerminated && t.End != api.StatusFailed && t.End != api.StatusCompleted {
+		return errdefs.Invalid("end", "a teardown ends terminated, failed or completed, not %q", t.End)
 	}
 	if _, err := s.write.ExecContext(ctx, `INSERT OR REPLACE INTO teardowns
 		(sandbox_id, level_id, isolation, end_status, reason, recorded_at) VALUES (?, ?, ?, ?, ?, ?)`,

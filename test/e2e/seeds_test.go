@@ -190,21 +190,20 @@ func TestSeed000Golden(t *testing.T) {
 		return v
 	}
 
+	// As the seed shows: the create answers at once, 202 provisioning, and the sandbox becomes
+	// ready in the background (polled below).
 	status, sb, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes", seed["create.request"])
-	if status != http.StatusCreated {
-		t.Fatalf("create: %d %s", status, raw)
+	if status != http.StatusAccepted {
+		t.Fatalf("create: %d %s, want 202", status, raw)
 	}
 	sameShape(t, "create", want("create.response"), sb, false)
 	wantFields(t, "create", sb, map[string]any{"ok": true, "data.name": "content-scanner-test", "data.isolation": "container",
 		"data.agentId": "019agent-scanner-...", "data.resources.cpu": "2.0", "data.resources.memoryMb": 4096.0, "data.resources.diskMb": 10240.0,
 		"data.resources.gpuEnabled": nil, "data.environment.MODEL_VERSION": "v2.1.0", "data.timeout.idleTimeoutSeconds": 300.0,
 		"data.network.egressPolicy": "restricted", "data.network.blockLocalNetwork": true})
-	// TODO(issue 24, asynchronous provisioning): seed 000's create answers "provisioning" and the
-	// sandbox becomes ready later; until create is asynchronous it answers "ready".
-	if st := field(sb, "data.status"); st != api.StatusProvisioning && st != api.StatusReady {
-		t.Errorf("create: status %v", st)
-	}
+	wantFields(t, "create", sb, map[string]any{"data.status": api.StatusProvisioning})
 	id, _ := field(sb, "data.id").(string)
+	pollStatus(t, d, key, id, api.StatusReady)
 	if _, err := time.Parse(time.RFC3339, field(sb, "data.createdAt").(string)); err != nil || !strings.HasPrefix(id, "sbx_") {
 		t.Errorf("create: id %q, createdAt: %v", id, err)
 	}
@@ -260,36 +259,75 @@ func TestSeed000Golden(t *testing.T) {
 	waitNoContainerLeaks(t, d.dataDir)
 }
 
-// seedSDK is seed 000's SDK example, its calls' bodies as the seed writes them: create, exec,
-// logs followed until terminate ends them.
+// pollStatus polls GET /api/v1/sandboxes/{id} as a client of seed 000 would until the sandbox
+// is want, and fails t if it passes through anything but provisioning first, or takes a minute.
+func pollStatus(t *testing.T, d *daemon, key, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, sb, raw := seedCall(t, d, key, "GET", "/api/v1/sandboxes/"+id, "")
+		st := field(sb, "data.status")
+		switch {
+		case status != http.StatusOK:
+			t.Fatalf("poll: %d %s", status, raw)
+		case st == want:
+			return
+		case st != api.StatusProvisioning:
+			t.Fatalf("poll: %v (%v), want provisioning until %s", st, field(sb, "data.reason"), want)
+		case time.Now().After(deadline):
+			t.Fatalf("poll: still provisioning after a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// seedSDK is seed 000's SDK example done with the Go SDK, its calls' bodies as the seed writes
+// them: create (which waits for ready, as the SDKs do), start (the agent: the seed's agentId
+// names an agent of its platform, here a command that waits on its stdin), exec, logs followed
+// until terminate ends them.
 func seedSDK(t *testing.T, d *daemon, key string, seed map[string]string, execWant any) {
 	t.Helper()
-	status, sb, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes", seed["sdk.create.request"])
-	if status != http.StatusCreated {
-		t.Fatalf("SDK create: %d %s", status, raw)
+	c := d.client(key)
+	var spec api.Spec
+	if err := json.Unmarshal([]byte(seed["sdk.create.request"]), &spec); err != nil {
+		t.Fatal(err)
 	}
-	wantFields(t, "SDK create", sb, map[string]any{"data.name": "test-agent-v2", "data.resources.cpu": "2.0", "data.network.egressPolicy": "restricted"})
-	id := field(sb, "data.id").(string)
-	// TODO(issue 24, the agent of a sandbox): the SDK starts the sandbox's agent here
-	// (drd.sandboxes.start, POST .../start) before its exec.
-	status, res, raw := seedCall(t, d, key, "POST", "/api/v1/sandboxes/"+id+"/exec", seed["sdk.exec.request"])
-	if status != http.StatusOK {
-		t.Fatalf("SDK exec: %d %s", status, raw)
+	spec.Agent = &api.Agent{Command: api.Shell("echo agent-started; exec cat")}
+	sb, err := c.Create(bg(), spec)
+	if err != nil || sb.Status != api.StatusReady || sb.Name != "test-agent-v2" || sb.Resources.CPU.String() != "2.0" || sb.Network.EgressPolicy != "restricted" {
+		t.Fatalf("SDK create: %+v %v", sb, err)
 	}
-	sameShape(t, "SDK exec", execWant, res, false)
+	// await drd.sandboxes.start(sandbox.id)
+	if sb, err = c.Start(bg(), sb.ID); err != nil || sb.Status != api.StatusRunning {
+		t.Fatalf("SDK start: %s %v", sb.Status, err)
+	}
+	var req api.ExecRequest
+	if err := json.Unmarshal([]byte(seed["sdk.exec.request"]), &req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(bg(), sb.ID, req)
+	if err != nil {
+		t.Fatalf("SDK exec: %v", err)
+	}
+	var got any
+	b, _ := json.Marshal(res)
+	json.Unmarshal(b, &got)
+	sameShape(t, "SDK exec", field(execWant, "data"), got, false)
+	if st, _ := c.Get(bg(), sb.ID); st.Status != api.StatusRunning {
+		t.Errorf("SDK: %s beside its agent, want running", st.Status)
+	}
 
 	// for await (const line of drd.sandboxes.logs(id, {follow: true})) line.timestamp, line.message
 	lines := make(chan api.LogEntry, 1000)
 	done := make(chan error, 1)
-	c := d.client(key)
 	go func() {
-		done <- c.Logs(bg(), id, client.LogOptions{Follow: true}, func(e api.LogEntry) error {
+		done <- c.Logs(bg(), sb.ID, client.LogOptions{Follow: true}, func(e api.LogEntry) error {
 			lines <- e
 			return nil
 		})
 		close(lines)
 	}()
-	if _, err := c.Terminate(bg(), id); err != nil {
+	if _, err := c.Terminate(bg(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -307,8 +345,10 @@ func seedSDK(t *testing.T, d *daemon, key string, seed map[string]string, execWa
 		}
 		messages = append(messages, l.Message)
 	}
-	if !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, "/app/agent.py") }) {
-		t.Errorf("the exec's output is not in the log: %q", messages)
+	for _, want := range []string{"/app/agent.py", "agent-started"} {
+		if !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, want) }) {
+			t.Errorf("%q is not in the log: %q", want, messages)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,7 @@ type Fake struct {
 	failReclaim string
 	onDestroy   func(id string)
 	onRestore   func(id string) error
+	onCreate    func(ctx context.Context, id string) error
 }
 
 // NewFake returns a fake level with nothing on its host.
@@ -54,8 +56,16 @@ func (f *Fake) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Level: sandbox.LevelProcess, Available: true, Features: []string{driver.FeatureSnapshotFilesystem}}
 }
 
-// Create puts sandbox id on the fake host.
-func (f *Fake) Create(_ context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+// Create puts sandbox id on the fake host, after the OnCreate hook.
+func (f *Fake) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
+	f.mu.Lock()
+	hook := f.onCreate
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb := f.put(id, spec, map[string]string{})
@@ -67,7 +77,7 @@ func (f *Fake) Create(_ context.Context, id string, spec sandbox.Spec) (driver.S
 
 // put makes sandbox id live; f.mu is held.
 func (f *Fake) put(id string, spec sandbox.Spec, files map[string]string) *fakeSandbox {
-	sb := &fakeSandbox{level: f, id: id, spec: spec, files: files}
+	sb := &fakeSandbox{level: f, id: id, spec: spec, files: files, gone: make(chan struct{})}
 	f.live[id] = sb
 	return sb
 }
@@ -187,6 +197,14 @@ func (f *Fake) OnDestroy(hook func(id string)) {
 	f.onDestroy = hook
 }
 
+// OnCreate has every Create call hook with its context and the instance's id first (nil: none).
+// The hook may block, to hold a provisioning; an error it returns fails the create.
+func (f *Fake) OnCreate(hook func(ctx context.Context, id string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onCreate = hook
+}
+
 // OnRestore has every Restore call hook with the new instance's id first (nil: none). The hook
 // may block, to hold a restore; an error it returns fails the restore.
 func (f *Fake) OnRestore(hook func(id string) error) {
@@ -202,6 +220,8 @@ type fakeSandbox struct {
 	files  map[string]string // guarded by level.mu
 	paused bool              // guarded by level.mu
 	claims int               // guarded by level.mu
+	gone   chan struct{}     // closed by Destroy: its long-running execs end
+	once   sync.Once
 }
 
 var (
@@ -216,12 +236,15 @@ func (s *fakeSandbox) ID() string { return s.id }
 
 // Exec prints the sandbox's environment as K=V lines, sorted. A few commands (the last word of
 // the command line, e.g. sh -c's script) do something else: "put NAME TEXT" writes a file,
-// "files" prints them as NAME=TEXT lines, sorted, "sleep DURATION" waits (a long exec) and
-// "bytes N" prints N x's.
-func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+// "files" prints them as NAME=TEXT lines, sorted, "sleep DURATION" waits (a long exec),
+// "bytes N" prints N x's, and "agent" is a long-running process (agent).
+func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	var script []string
 	if len(req.Command) > 0 {
 		script = strings.Fields(req.Command[len(req.Command)-1])
+	}
+	if len(script) > 0 && script[0] == "agent" {
+		return s.agent(ctx, req, script[1:])
 	}
 	if len(script) == 2 && script[0] == "sleep" {
 		d, err := time.ParseDuration(script[1])
@@ -247,6 +270,57 @@ func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.
 		out.WriteString(k + "=" + kv[k] + "\n")
 	}
 	return sandbox.ExecResult{Stdout: out.String()}, nil
+}
+
+// agent runs until a line "exit N" on its stdin (exit N), its stdin's end (exit 0), ctx's end or
+// the sandbox's (exit 137, as a kill). It prints its arguments first, then every other line of
+// its stdin, to stdout; "err TEXT" prints TEXT to stderr.
+func (s *fakeSandbox) agent(ctx context.Context, req sandbox.ExecRequest, args []string) (sandbox.ExecResult, error) {
+	out := func(w io.Writer, line string) {
+		if w != nil {
+			io.WriteString(w, line+"\n")
+		}
+	}
+	if len(args) > 0 {
+		out(req.Stdout, strings.Join(args, " "))
+	}
+	lines := make(chan string)
+	if req.Stdin != nil {
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(req.Stdin)
+			for sc.Scan() {
+				select {
+				case lines <- sc.Text():
+				case <-s.gone:
+					return
+				}
+			}
+		}()
+	} else {
+		close(lines)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return sandbox.ExecResult{ExitCode: 137}, nil
+		case <-s.gone:
+			return sandbox.ExecResult{ExitCode: 137}, nil
+		case line, ok := <-lines:
+			if !ok {
+				return sandbox.ExecResult{}, nil
+			}
+			if code, isExit := strings.CutPrefix(line, "exit "); isExit {
+				n, err := strconv.Atoi(code)
+				return sandbox.ExecResult{ExitCode: n}, err
+			}
+			if text, isErr := strings.CutPrefix(line, "err "); isErr {
+				out(req.Stderr, text)
+				continue
+			}
+			out(req.Stdout, line)
+		}
+	}
 }
 
 // SavesMemory says the sandbox's snapshots are of files only.
@@ -286,6 +360,7 @@ func (s *fakeSandbox) Destroy(context.Context) error {
 	s.level.mu.Lock()
 	delete(s.level.live, s.id)
 	s.level.mu.Unlock()
+	s.once.Do(func() { close(s.gone) })
 	return nil
 }
 

@@ -1,7 +1,8 @@
 // Command daemon benchmarks airlock serve through its HTTP API and the Go SDK, beside the
 // nearest local equivalent, in one run:
 //
-//   - create→ready: POST /api/v1/sandboxes until the sandbox is ready (sequential);
+//   - create→ready: POST /api/v1/sandboxes?wait=true (the SDK's Create), answered once the
+//     sandbox is ready (sequential);
 //   - exec round trip: POST .../exec of `true` into a ready sandbox, interleaved with a plain
 //     local `sh -c true` (fork+exec on the host, no sandbox, no HTTP);
 //   - exec throughput at concurrency 8, for both;
