@@ -300,7 +300,7 @@ func (m *Manager) provision(ctx context.Context, d driver.Driver, b *box, reason
 		return err
 	}
 	if err := b.provisioned(ctx, sb, reason); err != nil {
-		m.release(b, api.StatusFailed, err.Error())
+		_ = m.release(b, api.StatusFailed, err.Error()) // release logs what it could not record
 		return err
 	}
 	if hf, ok := sb.(driver.HostFacter); ok {
@@ -330,7 +330,7 @@ func (m *Manager) watch(b *box, w driver.Watcher) {
 		// Unless the manager released it (Destroy closes Done too), or a restore replaced it.
 		if b.runs(w) {
 			m.log.Warn("sandbox ended by itself", "sandbox", b.id)
-			m.release(b, api.StatusFailed, sandbox.ReasonInitExited)
+			_ = m.release(b, api.StatusFailed, sandbox.ReasonInitExited) // release logs what it could not record
 		}
 	case <-m.stop:
 	}
@@ -484,7 +484,7 @@ func (m *Manager) EndSandboxes() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown)
+			_ = m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown) // release logs what it could not record
 		}()
 	}
 	wg.Wait()
@@ -521,7 +521,7 @@ func (m *Manager) tick() {
 			for _, b := range m.snapshot() {
 				if reason := b.expired(now); reason != "" {
 					m.log.Info("sandbox timed out", "sandbox", b.id, "reason", reason)
-					go m.release(b, api.StatusTerminated, reason)
+					go func() { _ = m.release(b, api.StatusTerminated, reason) }() // release logs what it could not record
 					continue
 				}
 				m.sample(b, now)
