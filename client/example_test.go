@@ -33,7 +33,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Terminate(context.Background(), sb.ID)
+	defer func() {
+		if _, err := c.Terminate(context.Background(), sb.ID); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	res, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell("echo hello from the sandbox"), Timeout: 30})
 	if err != nil {
@@ -76,7 +80,11 @@ func ExampleClient_WriteFile() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Terminate(ctx, sb.ID)
+	defer func() {
+		if _, err := c.Terminate(ctx, sb.ID); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	script := strings.NewReader("print('hi')\n") // an *os.File streams the same way
 	if _, err := c.WriteFile(ctx, sb.ID, "/workspace/app/main.py", script, 0o644); err != nil {
@@ -94,7 +102,9 @@ func ExampleClient_WriteFile() {
 		log.Fatal(err)
 	}
 	defer rc.Close()
-	io.Copy(os.Stdout, rc)
+	if _, err := io.Copy(os.Stdout, rc); err != nil {
+		log.Fatal(err)
+	}
 	// Output:
 	// main.py file 12 0644
 	// print('hi')
@@ -112,7 +122,11 @@ func ExampleClient_ExecInteractive() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Terminate(ctx, sb.ID)
+	defer func() {
+		if _, err := c.Terminate(ctx, sb.ID); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	start := api.ExecStart{ExecRequest: api.ExecRequest{Command: api.Command{"cat"}}}
 	res, err := c.ExecInteractive(ctx, sb.ID, start, client.Stdio{
@@ -141,8 +155,12 @@ func ExampleClient_Logs() {
 		log.Fatal(err)
 	}
 	go func() {
-		c.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell("echo working")})
-		c.Terminate(ctx, sb.ID)
+		if _, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell("echo working")}); err != nil {
+			log.Print(err)
+		}
+		if _, err := c.Terminate(ctx, sb.ID); err != nil {
+			log.Fatal(err) // the log below follows until the sandbox ends
+		}
 	}()
 	err = c.Logs(ctx, sb.ID, client.LogOptions{Follow: true}, func(e api.LogEntry) error {
 		switch e.Stream {

@@ -73,10 +73,10 @@ func (c *Client) ExecInteractive(ctx context.Context, id string, start api.ExecS
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	defer conn.CloseNow()
+	defer func() { _ = conn.CloseNow() }() // after a Close it does nothing
 	conn.SetReadLimit(maxFrame)
 	// A blocked ReadMessage only returns when the connection goes away.
-	stop := context.AfterFunc(ctx, func() { conn.CloseNow() })
+	stop := context.AfterFunc(ctx, func() { _ = conn.CloseNow() })
 	defer stop()
 
 	s := &session{conn: conn}
@@ -86,7 +86,7 @@ func (c *Client) ExecInteractive(ctx context.Context, id string, start api.ExecS
 	done := make(chan struct{})
 	defer close(done)
 	if stdio.Stdin == nil {
-		s.send(api.Frame{Type: api.FrameEOF})
+		_ = s.send(api.Frame{Type: api.FrameEOF}) // a connection gone shows in the reads that follow
 	} else {
 		go s.pumpStdin(stdio.Stdin, done)
 	}
@@ -169,7 +169,7 @@ func (s *session) pumpStdin(r io.Reader, done <-chan struct{}) {
 		}
 		if err != nil {
 			// At the end of Stdin, or when it fails, the command sees the end of its input.
-			s.send(api.Frame{Type: api.FrameEOF})
+			_ = s.send(api.Frame{Type: api.FrameEOF}) // a connection gone shows in the session's reads
 			return
 		}
 	}

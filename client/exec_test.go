@@ -123,7 +123,7 @@ func scripted(t *testing.T, reply []api.Frame) (*client.Client, <-chan []api.Fra
 		if err != nil {
 			return
 		}
-		defer conn.CloseNow()
+		defer func() { _ = conn.CloseNow() }() // after the Close below it does nothing
 		var frames []api.Frame
 		for {
 			_, msg, err := conn.ReadMessage()
@@ -131,7 +131,9 @@ func scripted(t *testing.T, reply []api.Frame) (*client.Client, <-chan []api.Fra
 				break
 			}
 			var f api.Frame
-			json.Unmarshal(msg, &f)
+			if err := json.Unmarshal(msg, &f); err != nil {
+				t.Errorf("frame %s: %v", msg, err)
+			}
 			frames = append(frames, f)
 			if f.Type == api.FrameEOF {
 				break
@@ -140,7 +142,7 @@ func scripted(t *testing.T, reply []api.Frame) (*client.Client, <-chan []api.Fra
 		got <- frames
 		for _, f := range reply {
 			b, _ := json.Marshal(f)
-			conn.WriteMessage(websocket.Text, b)
+			_ = conn.WriteMessage(websocket.Text, b) // a failure is the client's to see
 		}
 		conn.Close(websocket.CloseNormal, "")
 	}))

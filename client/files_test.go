@@ -31,14 +31,14 @@ func TestWriteFileStreams(t *testing.T) {
 		close(firstSeen)
 		n, _ := io.Copy(io.Discard, r.Body)
 		received <- chunk + n
-		io.WriteString(w, `{"ok":true,"data":{"path":"/big","type":"file","size":`+strconv.FormatInt(chunk+n, 10)+`,"mode":"0600"}}`)
+		_, _ = io.WriteString(w, `{"ok":true,"data":{"path":"/big","type":"file","size":`+strconv.FormatInt(chunk+n, 10)+`,"mode":"0600"}}`) // a failure is the client's to see
 	}))
 	defer srv.Close()
 	c, _ := client.New(srv.URL, "tok", client.WithHTTPClient(srv.Client()))
 
 	pr, pw := io.Pipe()
 	go func() {
-		pw.Write(bytes.Repeat([]byte("a"), chunk))
+		_, _ = pw.Write(bytes.Repeat([]byte("a"), chunk)) // a failure shows in what the daemon received
 		select {
 		case <-firstSeen:
 		case <-time.After(10 * time.Second):
@@ -46,7 +46,7 @@ func TestWriteFileStreams(t *testing.T) {
 			return
 		}
 		for range 7 {
-			pw.Write(bytes.Repeat([]byte("b"), chunk))
+			_, _ = pw.Write(bytes.Repeat([]byte("b"), chunk)) // likewise
 		}
 		pw.Close()
 	}()
@@ -69,7 +69,7 @@ func TestReadFileStreams(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Write(bytes.Repeat([]byte("a"), chunk))
+		_, _ = w.Write(bytes.Repeat([]byte("a"), chunk)) // a failure shows in what the client read
 		w.(http.Flusher).Flush()
 		select {
 		case <-firstRead:
@@ -77,7 +77,7 @@ func TestReadFileStreams(t *testing.T) {
 			return // the download is buffered: the client sees a short file
 		}
 		for range 7 {
-			w.Write(bytes.Repeat([]byte("b"), chunk))
+			_, _ = w.Write(bytes.Repeat([]byte("b"), chunk)) // likewise
 		}
 	}))
 	defer srv.Close()
@@ -112,8 +112,12 @@ func TestWriteFileLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	f.WriteString("0123456789")
-	f.Seek(3, io.SeekStart)
+	if _, err := f.WriteString("0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(3, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		r    io.Reader
@@ -126,9 +130,9 @@ func TestWriteFileLength(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got := make(chan int64, 1)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
+				_, _ = io.Copy(io.Discard, r.Body) // what is checked is the length the client announced
 				got <- r.ContentLength
-				io.WriteString(w, `{"ok":true,"data":{}}`)
+				_, _ = io.WriteString(w, `{"ok":true,"data":{}}`) // a failure is the client's to see
 			}))
 			defer srv.Close()
 			cl, _ := client.New(srv.URL, "tok", client.WithHTTPClient(srv.Client()))
@@ -145,7 +149,7 @@ func TestWriteFileLength(t *testing.T) {
 func TestWriteFileTooLarge(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		io.WriteString(w, `{"ok":false,"error":{"code":"payload_too_large","message":"over the 5120 MiB of the writable layer"}}`)
+		_, _ = io.WriteString(w, `{"ok":false,"error":{"code":"payload_too_large","message":"over the 5120 MiB of the writable layer"}}`) // a failure is the client's to see
 	}))
 	defer srv.Close()
 	c, _ := client.New(srv.URL, "tok", client.WithHTTPClient(srv.Client()))

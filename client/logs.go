@@ -104,7 +104,7 @@ func (f *follower[T]) follow(ctx context.Context) error {
 		if errors.Is(err, errEnd) {
 			return nil
 		}
-		if _, dropped := err.(*droppedError); !dropped {
+		if _, dropped := errors.AsType[*droppedError](err); !dropped {
 			return err
 		}
 		if f.delivered > delivered {
@@ -129,7 +129,7 @@ func (f *follower[T]) stream(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if _, ok := err.(*Error); ok || !f.connected {
+		if _, ok := errors.AsType[*Error](err); ok || !f.connected {
 			return err // a refusal, or no daemon to begin with
 		}
 		return &droppedError{err}
@@ -156,7 +156,7 @@ func (f *follower[T]) stream(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return &droppedError{err}
@@ -268,7 +268,7 @@ func (s *sseReader) line() ([]byte, error) {
 	var long []byte
 	for {
 		chunk, err := s.r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			if len(long)+len(chunk) > maxSSELine {
 				return nil, fmt.Errorf("event stream line longer than %d bytes", maxSSELine)
 			}

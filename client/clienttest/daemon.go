@@ -123,13 +123,13 @@ func (d *Daemon) routes() http.Handler {
 func reply(w http.ResponseWriter, status int, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.Response[any]{OK: true, Data: data})
+	_ = json.NewEncoder(w).Encode(api.Response[any]{OK: true, Data: data}) // a failure is the client's to see
 }
 
 func fail(w http.ResponseWriter, status int, e api.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.Response[any]{Error: &e})
+	_ = json.NewEncoder(w).Encode(api.Response[any]{Error: &e}) // a failure is the client's to see
 }
 
 func (d *Daemon) capabilities(w http.ResponseWriter, r *http.Request) {

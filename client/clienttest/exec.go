@@ -62,7 +62,7 @@ func (c command) run(ctx context.Context) int {
 				fmt.Fprintf(c.stderr, "cat: %s: No such file or directory\n", p)
 				return 1
 			}
-			c.stdout.Write(b)
+			_, _ = c.stdout.Write(b) // a failure is the client's to see
 		}
 	case "sleep":
 		secs, _ := strconv.ParseFloat(args, 64)
@@ -209,11 +209,11 @@ func (d *Daemon) execInteractive(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer conn.CloseNow()
+	defer func() { _ = conn.CloseNow() }() // after the close below it does nothing
 	_, msg, err := conn.ReadMessage()
 	var f api.Frame
 	if err != nil || json.Unmarshal(msg, &f) != nil || f.Type != api.FrameStart || f.Start == nil || len(f.Start.Command) == 0 {
-		sendFrame(conn, api.Frame{Type: api.FrameError, Error: &api.Error{Code: api.CodeInvalidArgument, Field: "start", Message: "the first frame must be a start frame with a command"}})
+		_ = sendFrame(conn, api.Frame{Type: api.FrameError, Error: &api.Error{Code: api.CodeInvalidArgument, Field: "start", Message: "the first frame must be a start frame with a command"}}) // a failure is the client's to see
 		conn.Close(websocket.CloseNormal, "")
 		return
 	}
@@ -222,7 +222,7 @@ func (d *Daemon) execInteractive(w http.ResponseWriter, r *http.Request) {
 	x := d.startExec(sb, start.Command)
 	execID, id := x.ID, sb.ID
 	d.mu.Unlock()
-	sendFrame(conn, api.Frame{Type: api.FrameStarted, ExecutionID: execID})
+	_ = sendFrame(conn, api.Frame{Type: api.FrameStarted, ExecutionID: execID}) // a failure is the client's to see
 
 	stdinR, stdinW := io.Pipe()
 	var signal atomic.Int64
@@ -249,7 +249,7 @@ func (d *Daemon) execInteractive(w http.ResponseWriter, r *http.Request) {
 			}
 			switch f.Type {
 			case api.FrameStdin:
-				stdinW.Write(f.Data)
+				_, _ = stdinW.Write(f.Data) // fails once the command has ended and no longer reads
 			case api.FrameEOF:
 				stdinW.Close()
 			case api.FrameSignal:
@@ -273,9 +273,9 @@ func (d *Daemon) execInteractive(w http.ResponseWriter, r *http.Request) {
 	res := api.ExecResult{ExecutionID: execID, ExitCode: code, DurationMs: time.Since(began).Milliseconds(),
 		TimedOut: errors.Is(runCtx.Err(), context.DeadlineExceeded), LimitEvents: []api.LimitEvent{}}
 	d.endExec(id, execID, res, stdout.out.Bytes(), stderr.out.Bytes())
-	sendFrame(conn, api.Frame{Type: api.FrameExit, Result: &res})
+	_ = sendFrame(conn, api.Frame{Type: api.FrameExit, Result: &res}) // a failure is the client's to see
 	conn.Close(websocket.CloseNormal, "")
-	conn.CloseNow()
+	_ = conn.CloseNow() // after the Close, it only ends the reader
 	<-readerDone
 }
 
@@ -339,7 +339,7 @@ func (d *Daemon) logs(w http.ResponseWriter, r *http.Request) {
 			since = e.Seq
 		}
 		if ended {
-			io.WriteString(w, "event: end\ndata: {}\n\n")
+			_, _ = io.WriteString(w, "event: end\ndata: {}\n\n") // a failure is the client's to see
 			return
 		}
 		if rc.Flush() != nil {

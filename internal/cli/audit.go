@@ -52,7 +52,7 @@ func auditCmd(e *env, args []string) int {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(rep)
+		_ = enc.Encode(rep) // stdout's errors go unchecked, as fmt's prints do
 	} else if rep.Problem == nil {
 		fmt.Fprintf(e.stdout, "ok: %d events, %d to %d; head hash %s\n", rep.Events, rep.Chain.AnchorSeq+1, rep.Chain.HeadSeq, dash(rep.Chain.HeadHash))
 		if rep.Chain.AnchorSeq > 0 {

@@ -28,7 +28,7 @@ func doctorCmd(e *env, args []string) int {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(caps)
+		_ = enc.Encode(caps) // stdout's errors go unchecked, as fmt's prints do
 		return 0
 	}
 	for _, c := range caps {

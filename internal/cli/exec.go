@@ -128,7 +128,7 @@ func execJSON(r *remote, o execOptions) int {
 	if err != nil {
 		return r.fail(err, execFlags)
 	}
-	writeResult(r.stdout, res)
+	_ = writeResult(r.stdout, res) // stdout's errors go unchecked, as fmt's prints do
 	return execStatus(res)
 }
 

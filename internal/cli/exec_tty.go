@@ -36,7 +36,8 @@ func makeRaw(fd int) (restore func(), err error) {
 		return nil, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }) }, nil
+	// A terminal that cannot be restored stays raw: there is nothing more to do.
+	return func() { once.Do(func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }) }, nil
 }
 
 // windowSize is the terminal's size, or 0, 0 when it cannot tell.

@@ -21,6 +21,7 @@ func writeResult(w io.Writer, res sandbox.ExecResult) error {
 	}
 	// small is `{ "executionId": ..., "exitCode": N, "stdout": "", "stderr": "", ...}`; splice the
 	// streamed strings in place of the two empty ones.
+	// bw's first error sticks: the Flush below returns it, so the writes before it are not checked.
 	bw := bufio.NewWriterSize(w, 64<<10)
 	rest := small
 	for _, f := range []struct{ key, val string }{{`"stdout": ""`, stdout}, {`"stderr": ""`, stderr}} {
@@ -28,13 +29,13 @@ func writeResult(w io.Writer, res sandbox.ExecResult) error {
 		if i < 0 {
 			continue
 		}
-		bw.Write(rest[:i+len(f.key)-1])
+		_, _ = bw.Write(rest[:i+len(f.key)-1])
 		escapeJSON(bw, f.val)
-		bw.WriteByte('"')
+		_ = bw.WriteByte('"')
 		rest = rest[i+len(f.key):]
 	}
-	bw.Write(rest)
-	bw.WriteByte('\n')
+	_, _ = bw.Write(rest)
+	_ = bw.WriteByte('\n')
 	return bw.Flush()
 }
 
@@ -48,7 +49,7 @@ func indexOf(b []byte, s string) int {
 }
 
 // escapeJSON writes s as the inside of a JSON string, as encoding/json would (invalid UTF-8
-// becomes U+FFFD).
+// becomes U+FFFD). w's first error sticks, for its Flush to return: the writes are not checked.
 func escapeJSON(w *bufio.Writer, s string) {
 	const hex = "0123456789abcdef"
 	for i := 0; i < len(s); {
@@ -56,20 +57,20 @@ func escapeJSON(w *bufio.Writer, s string) {
 		if c < utf8.RuneSelf {
 			switch {
 			case c == '"' || c == '\\':
-				w.WriteByte('\\')
-				w.WriteByte(c)
+				_ = w.WriteByte('\\')
+				_ = w.WriteByte(c)
 			case c == '\n':
-				w.WriteString(`\n`)
+				_, _ = w.WriteString(`\n`)
 			case c == '\r':
-				w.WriteString(`\r`)
+				_, _ = w.WriteString(`\r`)
 			case c == '\t':
-				w.WriteString(`\t`)
+				_, _ = w.WriteString(`\t`)
 			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				w.WriteString(`\u00`)
-				w.WriteByte(hex[c>>4])
-				w.WriteByte(hex[c&0xf])
+				_, _ = w.WriteString(`\u00`)
+				_ = w.WriteByte(hex[c>>4])
+				_ = w.WriteByte(hex[c&0xf])
 			default:
-				w.WriteByte(c)
+				_ = w.WriteByte(c)
 			}
 			i++
 			continue
@@ -77,12 +78,12 @@ func escapeJSON(w *bufio.Writer, s string) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			w.WriteString(`\ufffd`)
+			_, _ = w.WriteString(`\ufffd`)
 		case r == '\u2028' || r == '\u2029':
-			w.WriteString(`\u202`)
-			w.WriteByte(hex[r&0xf])
+			_, _ = w.WriteString(`\u202`)
+			_ = w.WriteByte(hex[r&0xf])
 		default:
-			w.WriteString(s[i : i+size])
+			_, _ = w.WriteString(s[i : i+size])
 		}
 		i += size
 	}

@@ -98,12 +98,16 @@ func keysCmd(e *env, args []string) int {
 			// The secret with what it is, for a script that keeps both.
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			enc.Encode(struct {
+			if err := enc.Encode(struct {
 				Secret string `json:"secret"`
 				ID     string `json:"id"`
 				Tenant string `json:"tenant"`
 				Admin  bool   `json:"admin"`
-			}{secret, k.ID, k.Tenant, k.Admin})
+			}{secret, k.ID, k.Tenant, k.Admin}); err != nil {
+				// The secret is shown once: one not written is lost, and the exit status says so.
+				fmt.Fprintln(e.stderr, "airlock keys create:", err)
+				return 1
+			}
 			return 0
 		}
 		// The secret is shown once, alone on stdout, so that `KEY=$(airlock keys create ...)` works.
@@ -118,7 +122,7 @@ func keysCmd(e *env, args []string) int {
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			enc.Encode(keys)
+			_ = enc.Encode(keys) // stdout's errors go unchecked, as fmt's prints do
 			return 0
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

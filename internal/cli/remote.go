@@ -201,7 +201,7 @@ func orEmpty[T any](list []T) []T {
 func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_ = enc.Encode(v) // stdout's errors go unchecked, as fmt's prints do
 }
 
 // keyValues parses repeated K=V flags of name into a map.

@@ -23,8 +23,12 @@ func airlockCLI(t *testing.T, stdin string, args ...string) (code int, stdout, s
 		t.Fatal(err)
 	}
 	defer f.Close()
-	f.WriteString(stdin)
-	f.Seek(0, io.SeekStart)
+	if _, err := f.WriteString(stdin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
 	var out, errOut bytes.Buffer
 	code = Main(args, f, &out, &errOut)
 	return code, out.String(), errOut.String()

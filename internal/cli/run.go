@@ -79,7 +79,11 @@ func runCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	defer sb.Destroy(context.Background())
+	defer func() { // after a failure; after the teardown below, a second Destroy does nothing
+		if derr := sb.Destroy(context.Background()); derr != nil {
+			e.log.Warn("teardown", "sandbox", id, "err", derr)
+		}
+	}()
 	// Clean up after airlocks that were killed, while the command runs rather than after it.
 	swept := make(chan struct{})
 	go func() {
@@ -108,7 +112,7 @@ func runCmd(e *env, args []string) int {
 	}
 	<-swept
 	if asJSON {
-		writeResult(e.stdout, res)
+		_ = writeResult(e.stdout, res) // stdout's errors go unchecked, as fmt's prints do
 	} else {
 		// Say why a limit stopped or slowed the command; the command's own output cannot.
 		for _, ev := range res.LimitEvents {

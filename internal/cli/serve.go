@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -64,8 +65,7 @@ func serveCmd(e *env, args []string) int {
 	case err = <-done:
 	case <-ctx.Done():
 		log.Info("stopping", "grace", d.Grace())
-		err = d.Stop()
-		<-done
+		err = errors.Join(d.Stop(), <-done)
 	}
 	if err != nil {
 		fmt.Fprintln(e.stderr, "airlock serve:", err)

@@ -40,7 +40,7 @@ func fakeSnapshots(t *testing.T) *snapshotDaemon {
 	mux.HandleFunc("POST /api/v1/sandboxes", d.create)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body bytes.Buffer
-		body.ReadFrom(r.Body)
+		_, _ = body.ReadFrom(r.Body) // a short body shows in d.last
 		d.mu.Lock()
 		d.last = strings.TrimSpace(r.Method + " " + r.URL.EscapedPath() + " " + body.String())
 		d.mu.Unlock()
@@ -68,12 +68,12 @@ func (d *snapshotDaemon) sent() string {
 
 func answer(w http.ResponseWriter, status int, data any) {
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.Response[any]{OK: true, Data: data})
+	_ = json.NewEncoder(w).Encode(api.Response[any]{OK: true, Data: data})
 }
 
 func refuse(w http.ResponseWriter, status int, code, field, format string, args ...any) {
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.Response[any]{Error: &api.Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}})
+	_ = json.NewEncoder(w).Encode(api.Response[any]{Error: &api.Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}})
 }
 
 // decodeStrict decodes r's body, if any, into v; false means it answered the refusal.

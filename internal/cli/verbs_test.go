@@ -149,7 +149,9 @@ func TestCp(t *testing.T) {
 	id := create(t)
 	dir := t.TempDir()
 	local := filepath.Join(dir, "run.sh")
-	os.WriteFile(local, []byte("#!/bin/sh\necho hi\n"), 0o750)
+	if err := os.WriteFile(local, []byte("#!/bin/sh\necho hi\n"), 0o750); err != nil {
+		t.Fatal(err)
+	}
 
 	steps := []struct {
 		stdin string

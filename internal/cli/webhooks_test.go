@@ -94,14 +94,16 @@ func TestWebhooksVerbs(t *testing.T) {
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+string(body))
 		mu.Unlock()
-		ok := func(v any) { json.NewEncoder(w).Encode(api.Response[any]{OK: true, Data: v}) }
+		ok := func(v any) { _ = json.NewEncoder(w).Encode(api.Response[any]{OK: true, Data: v}) }
 		switch r.Method + " " + r.URL.Path {
 		case "POST /api/v1/webhooks":
 			var req api.WebhookRequest
-			json.Unmarshal(body, &req)
+			if err := json.Unmarshal(body, &req); err != nil {
+				t.Errorf("webhook request %s: %v", body, err)
+			}
 			if len(req.Events) > 0 && req.Events[0] == "Bad" {
 				w.WriteHeader(400)
-				json.NewEncoder(w).Encode(api.Response[any]{Error: &api.Error{Code: api.CodeInvalidArgument, Field: "events[0]", Message: `"Bad": lowercase only`}})
+				_ = json.NewEncoder(w).Encode(api.Response[any]{Error: &api.Error{Code: api.CodeInvalidArgument, Field: "events[0]", Message: `"Bad": lowercase only`}})
 				return
 			}
 			w.WriteHeader(201)
@@ -118,7 +120,7 @@ func TestWebhooksVerbs(t *testing.T) {
 			ok(api.Webhook{ID: "whk_1"})
 		default:
 			w.WriteHeader(404)
-			json.NewEncoder(w).Encode(api.Response[any]{Error: &api.Error{Code: api.CodeNotFound, Message: "webhook whk_9: not found"}})
+			_ = json.NewEncoder(w).Encode(api.Response[any]{Error: &api.Error{Code: api.CodeNotFound, Message: "webhook whk_9: not found"}})
 		}
 	}))
 	defer srv.Close()

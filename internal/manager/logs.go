@@ -64,7 +64,7 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	w.r.add(api.LogEntry{Stream: w.stream, ExecutionID: w.execID, Data: string(p)})
 	if w.next != nil {
 		// A slow or gone client must not stop the command: its errors are not the command's.
-		w.next.Write(p)
+		_, _ = w.next.Write(p)
 	}
 	return len(p), nil
 }

@@ -238,7 +238,7 @@ func (m *Manager) watch(b *box, w driver.Watcher) {
 		// Unless the manager released it (Destroy closes Done too), or a restore replaced it.
 		if b.runs(w) {
 			m.log.Warn("sandbox ended by itself", "sandbox", b.id)
-			m.release(b, api.StatusFailed, sandbox.ReasonInitExited)
+			_ = m.release(b, api.StatusFailed, sandbox.ReasonInitExited) // release logs what it could not record
 		}
 	case <-m.stop:
 	}
@@ -405,7 +405,7 @@ func (m *Manager) EndSandboxes() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown)
+			_ = m.release(b, api.StatusTerminated, sandbox.ReasonDaemonShutdown) // release logs what it could not record
 		}()
 	}
 	wg.Wait()
@@ -442,7 +442,7 @@ func (m *Manager) tick() {
 			for _, b := range m.snapshot() {
 				if reason := b.expired(now); reason != "" {
 					m.log.Info("sandbox timed out", "sandbox", b.id, "reason", reason)
-					go m.release(b, api.StatusTerminated, reason)
+					go func() { _ = m.release(b, api.StatusTerminated, reason) }() // release logs what it could not record
 					continue
 				}
 				m.sample(b, now)

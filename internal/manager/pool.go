@@ -255,7 +255,9 @@ func (m *Manager) PutPool(ctx context.Context, def api.Pool) (api.PoolStatus, er
 	}
 	if err != nil {
 		if old == nil || !errors.Is(err, errdefs.ErrConflict) {
-			m.store.DeletePool(context.WithoutCancel(ctx), def.Name)
+			if err := m.store.DeletePool(context.WithoutCancel(ctx), def.Name); err != nil {
+				m.log.Error("remove the record of a pool that did not start", "pool", def.Name, "err", err)
+			}
 		}
 		return api.PoolStatus{}, err
 	}
@@ -400,7 +402,7 @@ func (p *pool) resize(def api.Pool) {
 	p.mu.Unlock()
 	p.poke()
 	for _, b := range extra {
-		p.m.release(b, api.StatusTerminated, sandbox.ReasonPoolRemoved)
+		_ = p.m.release(b, api.StatusTerminated, sandbox.ReasonPoolRemoved) // release logs what it could not record
 	}
 }
 
@@ -437,7 +439,7 @@ func (p *pool) giveBack(b *box) {
 		return
 	}
 	p.mu.Unlock()
-	p.m.release(b, api.StatusTerminated, sandbox.ReasonPoolRemoved)
+	_ = p.m.release(b, api.StatusTerminated, sandbox.ReasonPoolRemoved) // release logs what it could not record
 }
 
 // poke wakes the refill loop; callers hold p.mu or not, it never blocks.
@@ -525,7 +527,7 @@ func (p *pool) recycle(maxAge time.Duration) {
 	p.ready = keep
 	p.mu.Unlock()
 	for _, b := range old {
-		p.m.release(b, api.StatusTerminated, sandbox.ReasonRecycled)
+		_ = p.m.release(b, api.StatusTerminated, sandbox.ReasonRecycled) // release logs what it could not record
 	}
 }
 
@@ -562,7 +564,7 @@ func (p *pool) warm(d driver.Driver) {
 	}
 	p.mu.Unlock()
 	if closed {
-		m.release(b, api.StatusTerminated, sandbox.ReasonPoolRemoved)
+		_ = m.release(b, api.StatusTerminated, sandbox.ReasonPoolRemoved) // release logs what it could not record
 	}
 }
 
@@ -583,7 +585,7 @@ func (p *pool) close(reason string) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, b := range ready {
-		wg.Go(func() { p.m.release(b, api.StatusTerminated, reason) })
+		wg.Go(func() { _ = p.m.release(b, api.StatusTerminated, reason) }) // release logs what it could not record
 	}
 	wg.Wait()
 }
@@ -604,7 +606,7 @@ func (m *Manager) claim(ctx context.Context, p *pool, b *box, ten string, spec s
 	}
 	now := time.Now().UTC()
 	if err := m.claims.write(store.Claim{ID: b.id, From: b.owner(), To: ten, Spec: spec, At: now}); err != nil {
-		m.release(b, api.StatusFailed, "claim not recorded: "+err.Error())
+		_ = m.release(b, api.StatusFailed, "claim not recorded: "+err.Error()) // release logs what it could not record
 		return api.Sandbox{}, fmt.Errorf("record claim: %w", err)
 	}
 	// Out of the pool and not yet in m.boxes, b is only shared with its watcher (manager.watch).

@@ -125,7 +125,9 @@ func (m *Manager) adopt(ctx context.Context, d driver.Driver, r store.Sandbox) b
 		}
 		if err := follow(ctx); err != nil {
 			m.log.Info("sandbox not adopted", "sandbox", r.ID, "err", err)
-			sb.Destroy(ctx)
+			if err := sb.Destroy(ctx); err != nil {
+				m.log.Error("destroy a sandbox not adopted", "sandbox", r.ID, "err", err)
+			}
 			return false
 		}
 	}

@@ -40,7 +40,8 @@ const (
 // blobs returns the snapshot store, or says why there is none.
 func (m *Manager) blobs() (*snapshot.Store, error) {
 	if m.snaps == nil {
-		return nil, fmt.Errorf("snapshots: %v: %w", m.snapsErr, errdefs.ErrServiceUnavailable)
+		// The cause as text: whatever its kind, the store is unavailable.
+		return nil, fmt.Errorf("snapshots: %v: %w", m.snapsErr, errdefs.ErrServiceUnavailable) //nolint:errorlint // see above
 	}
 	return m.snaps, nil
 }
@@ -538,7 +539,9 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 	if err := errors.Join(errs...); err != nil {
 		for i, sb := range out.Sandboxes {
 			if errs[i] == nil {
-				m.Terminate(context.WithoutCancel(ctx), sb.ID)
+				if _, err := m.Terminate(context.WithoutCancel(ctx), sb.ID); err != nil {
+					m.log.Error("terminate a fork of a failed fork", "sandbox", sb.ID, "err", err)
+				}
 			}
 		}
 		return api.Fork{}, fmt.Errorf("fork sandbox %s: %w", id, err)

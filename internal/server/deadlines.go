@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -62,7 +63,7 @@ func (s *Server) copyOut(w http.ResponseWriter, src io.Reader) error {
 	for {
 		s.writeDeadline(w)
 		n, err := io.CopyN(w, src, downloadChunk)
-		if err == io.EOF || err == nil && n < downloadChunk {
+		if errors.Is(err, io.EOF) || err == nil && n < downloadChunk {
 			return nil
 		}
 		if err != nil {

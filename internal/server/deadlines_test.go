@@ -57,13 +57,13 @@ func TestLift(t *testing.T) {
 			fmt.Fprintf(conn, "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nx", n)
 			for range c.gaps {
 				time.Sleep(100 * time.Millisecond)
-				conn.Write([]byte("x"))
+				_, _ = conn.Write([]byte("x")) // the server may have cut it: the answer says
 			}
 			if c.stall > 0 {
 				time.Sleep(c.stall)
-				conn.Write([]byte("x"))
+				_, _ = conn.Write([]byte("x")) // the server may have cut it: the answer says
 			}
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // fails only on a closed conn, which the read says
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			var got string
 			if err == nil {
@@ -88,14 +88,20 @@ func TestCopyOut(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = s.lift(w, r, false)
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-		s.copyOut(w, strings.NewReader(body))
+		if err := s.copyOut(w, strings.NewReader(body)); err != nil {
+			t.Errorf("copyOut: %v", err)
+		}
 	}))
 	srv.Config.WriteTimeout = timeout
 	srv.Start()
 	defer srv.Close()
 	// A small receive buffer, so that the download cannot sit in the sockets' buffers.
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) }); cerr != nil {
+			return cerr
+		}
+		return err
 	}}
 	tr := &http.Transport{DialContext: d.DialContext}
 	defer tr.CloseIdleConnections()

@@ -41,7 +41,7 @@ func events(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	f.Limit = 1000
 	err = s.m.FollowEvents(ctx, f, func(e api.Event) error { return sendSSE(send, "event", e.Seq, e) })
 	if err == nil && ctx.Err() == nil {
-		send("event: end\ndata: {}\n\n")
+		_ = send("event: end\ndata: {}\n\n") // the client gone: nothing to answer
 	}
 	return nil, written
 }

@@ -90,7 +90,9 @@ func TestImageAPI(t *testing.T) {
 	refs := func(want ...string) func(*testing.T, []byte) {
 		return func(t *testing.T, data []byte) {
 			var got []api.Image
-			json.Unmarshal(data, &got)
+			if err := json.Unmarshal(data, &got); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			var have []string
 			for _, g := range got {
 				have = append(have, g.Ref)
@@ -103,7 +105,9 @@ func TestImageAPI(t *testing.T) {
 	removal := func(want api.ImageRemoval) func(*testing.T, []byte) {
 		return func(t *testing.T, data []byte) {
 			var got api.ImageRemoval
-			json.Unmarshal(data, &got)
+			if err := json.Unmarshal(data, &got); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			if !slices.Equal(got.Refs, want.Refs) || got.LayersRemoved != want.LayersRemoved || got.LayersInUse != want.LayersInUse ||
 				(got.LayersRemoved > 0 && got.BytesFreed <= 0) {
 				t.Errorf("removal %s, want %+v", data, want)

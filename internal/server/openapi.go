@@ -24,7 +24,7 @@ var (
 func openapi(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	openapiOnce.Do(func() { openapiDoc, _ = json.MarshalIndent(buildOpenAPI(s.cfg.Version), "", "  ") })
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(openapiDoc)
+	_, _ = w.Write(openapiDoc) // the client gone: nothing to answer
 	return nil, written
 }
 

@@ -59,7 +59,9 @@ func TestPoolAPI(t *testing.T) {
 	names := func(want ...string) func(*testing.T, []byte) {
 		return func(t *testing.T, data []byte) {
 			var ps []api.PoolStatus
-			json.Unmarshal(data, &ps)
+			if err := json.Unmarshal(data, &ps); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			var have []string
 			for _, p := range ps {
 				have = append(have, p.Name)
@@ -125,13 +127,13 @@ func TestPoolAPI(t *testing.T) {
 		})},
 		{name: "the claim's environment", method: "POST", path: "/api/v1/sandboxes/{claimed}/exec", body: `{"command":"env"}`, status: 200, check: func(t *testing.T, data []byte) {
 			var r api.ExecResult
-			if json.Unmarshal(data, &r); !strings.Contains(r.Stdout, "FOO=bar\n") {
+			if err := json.Unmarshal(data, &r); err != nil || !strings.Contains(r.Stdout, "FOO=bar\n") {
 				t.Errorf("exec in the claimed sandbox: %s", data)
 			}
 		}},
 		{name: "claimed event", method: "GET", path: "/api/v1/sandboxes/{claimed}/events?type=sandbox.claimed", status: 200, check: func(t *testing.T, data []byte) {
 			var p api.EventPage
-			if json.Unmarshal(data, &p); len(p.Events) != 1 || p.Events[0].Data["pool"] != "warm" {
+			if err := json.Unmarshal(data, &p); err != nil || len(p.Events) != 1 || p.Events[0].Data["pool"] != "warm" {
 				t.Errorf("events %s, want one sandbox.claimed of pool warm", data)
 			}
 		}},
@@ -154,7 +156,9 @@ func TestPoolAPI(t *testing.T) {
 		}},
 		{name: "read back", method: "GET", path: "/api/v1/pools/warm", status: 200, check: func(t *testing.T, data []byte) {
 			var p api.PoolStatus
-			json.Unmarshal(data, &p)
+			if err := json.Unmarshal(data, &p); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			b, _ := json.Marshal(p.Pool)
 			readBack = string(b)
 		}},
@@ -172,7 +176,7 @@ func TestPoolAPI(t *testing.T) {
 		}},
 		{name: "the claimed one stays", method: "GET", path: "/api/v1/sandboxes/{claimed}", status: 200, check: func(t *testing.T, data []byte) {
 			var sb api.Sandbox
-			if json.Unmarshal(data, &sb); sb.Name != "mine" || sb.Status == api.StatusTerminated {
+			if err := json.Unmarshal(data, &sb); err != nil || sb.Name != "mine" || sb.Status == api.StatusTerminated {
 				t.Errorf("claimed sandbox after its pool's removal: %s", data)
 			}
 		}},

@@ -32,7 +32,7 @@ func writeJSON(w http.ResponseWriter, status int, data any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // the client gone: nothing to answer
 }
 
 // writeBare writes v as it is, without the envelope: the answers of the compatibility surface
@@ -45,7 +45,7 @@ func writeBare(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // the client gone: nothing to answer
 }
 
 // writeError maps err to a status and the error envelope. This is the one place where errors
@@ -67,7 +67,7 @@ func writeErrorAs(w http.ResponseWriter, log *slog.Logger, err error, bare bool)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // the client gone: nothing to answer
 }
 
 func errorStatus(err error) (int, api.Error) {

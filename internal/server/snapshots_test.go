@@ -608,12 +608,14 @@ func TestSnapshotQuota(t *testing.T) {
 	runSteps(t, url, key, []apiStep{
 		{name: "create", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{}`, status: 201, check: func(t *testing.T, data []byte) {
 			var sb api.Sandbox
-			json.Unmarshal(data, &sb)
+			if err := json.Unmarshal(data, &sb); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			id = sb.ID
 		}},
 		{name: "fork 2 fits", method: "POST", path: "/api/v1/sandboxes/{id}/fork", body: `{"count":2}`, status: 201, check: func(t *testing.T, data []byte) {
 			var f api.Fork
-			if json.Unmarshal(data, &f); len(f.Sandboxes) != 2 {
+			if err := json.Unmarshal(data, &f); err != nil || len(f.Sandboxes) != 2 {
 				t.Errorf("fork %s", data)
 			}
 			for _, sb := range f.Sandboxes {
@@ -630,13 +632,13 @@ func TestSnapshotQuota(t *testing.T) {
 		}},
 		{name: "the API agrees", method: "GET", path: "/api/v1/sandboxes?status=ready&status=running&status=provisioning", status: 200, check: func(t *testing.T, data []byte) {
 			var sbs []api.Sandbox
-			if json.Unmarshal(data, &sbs); len(sbs) != 1 || sbs[0].ID != id {
+			if err := json.Unmarshal(data, &sbs); err != nil || len(sbs) != 1 || sbs[0].ID != id {
 				t.Errorf("live sandboxes %s, want only %s", data, id)
 			}
 		}},
 		{name: "the fork's snapshot stays", method: "GET", path: "/api/v1/sandboxes/{id}/snapshots", status: 200, check: func(t *testing.T, data []byte) {
 			var list []api.Snapshot
-			if json.Unmarshal(data, &list); len(list) != 2 {
+			if err := json.Unmarshal(data, &list); err != nil || len(list) != 2 {
 				t.Errorf("snapshots %s, want the two forks'", data)
 			}
 		}},
@@ -660,12 +662,14 @@ func TestSnapshotsUnavailable(t *testing.T) {
 	runSteps(t, srv.URL, key, []apiStep{
 		{name: "create", method: "POST", path: "/api/v1/sandboxes?wait=true", body: `{}`, status: 201, check: func(t *testing.T, data []byte) {
 			var sb api.Sandbox
-			json.Unmarshal(data, &sb)
+			if err := json.Unmarshal(data, &sb); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			id = sb.ID
 		}},
 		{name: "capabilities", method: "GET", path: "/api/v1/capabilities", status: 200, check: func(t *testing.T, data []byte) {
 			var c api.Capabilities
-			if json.Unmarshal(data, &c); c.Features["snapshots"] {
+			if err := json.Unmarshal(data, &c); err != nil || c.Features["snapshots"] {
 				t.Errorf("capabilities %s: snapshots without a snapshot store", data)
 			}
 		}},

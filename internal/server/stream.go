@@ -60,12 +60,12 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 	if err != nil {
 		return nil, written
 	}
-	defer c.CloseNow()
+	defer func() { _ = c.CloseNow() }() // after a Close, or the client gone: nothing to do
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
 	c.SetWriteTimeout(s.cfg.WriteTimeout) // a client that stops reading is cut, the command ended
 	fail := func(err error) (any, error) {
 		_, e := errorStatus(err)
-		sendFrame(c, api.Frame{Type: api.FrameError, Error: &e})
+		_ = sendFrame(c, api.Frame{Type: api.FrameError, Error: &e}) // the client gone: nothing to answer
 		c.Close(websocket.CloseNormal, "")
 		return nil, written
 	}
@@ -102,7 +102,7 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 			}
 			switch f.Type {
 			case api.FrameStdin:
-				stdinW.Write(f.Data)
+				_, _ = stdinW.Write(f.Data) // fails once the command has ended and no longer reads
 			case api.FrameEOF:
 				stdinW.Close()
 			case api.FrameResize:
@@ -125,13 +125,14 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 	st := manager.Stream{
 		Stdin: stdin, Stdout: frameWriter{c, api.FrameStdout}, Stderr: frameWriter{c, api.FrameStderr},
 		TTY: start.Start.TTY, Rows: start.Start.Rows, Cols: start.Start.Cols, Resize: resize, Signal: signals,
-		Started: func(execID string) { sendFrame(c, api.Frame{Type: api.FrameStarted, ExecutionID: execID}) },
+		// A client gone is cut by its reader, which ends the command.
+		Started: func(execID string) { _ = sendFrame(c, api.Frame{Type: api.FrameStarted, ExecutionID: execID}) },
 	}
 	res, err := s.m.Exec(ctx, id, start.Start.ExecRequest, st)
 	if err != nil {
 		return fail(err)
 	}
-	sendFrame(c, api.Frame{Type: api.FrameExit, ExecutionID: res.ExecutionID, Result: &res})
+	_ = sendFrame(c, api.Frame{Type: api.FrameExit, ExecutionID: res.ExecutionID, Result: &res}) // the client gone: nothing to answer
 	c.Close(websocket.CloseNormal, "")
 	return nil, written
 }
@@ -171,7 +172,7 @@ func logsSSE(s *Server, w http.ResponseWriter, r *http.Request, id string, since
 		return sendSSE(send, "log", e.Seq, e)
 	})
 	if err == nil && ctx.Err() == nil {
-		send("event: end\ndata: {}\n\n")
+		_ = send("event: end\ndata: {}\n\n") // the client gone: nothing to answer
 	}
 	return nil, written
 }
@@ -196,7 +197,7 @@ func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, banner string)
 		}
 		return rc.Flush()
 	}
-	send(": " + banner + "\n\n")
+	_ = send(": " + banner + "\n\n") // a client gone fails the next send too
 	ctx, cancel := context.WithCancel(r.Context())
 	go func() {
 		t := time.NewTicker(15 * time.Second)
@@ -229,7 +230,7 @@ func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string,
 	if err != nil {
 		return nil, written
 	}
-	defer c.CloseNow()
+	defer func() { _ = c.CloseNow() }()   // after a Close, or the client gone: nothing to do
 	c.SetWriteTimeout(s.cfg.WriteTimeout) // a client that stops reading is cut
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
@@ -242,7 +243,8 @@ func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string,
 			}
 		}
 	}()
-	s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
+	// The stream is under way: an error (most often the client gone) has no answer but the close.
+	_ = s.m.Logs(ctx, id, since, true, func(e api.LogEntry) error {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err

@@ -106,7 +106,7 @@ func TestWebhookAPI(t *testing.T) {
 		})},
 		{name: "list", method: "GET", path: "/api/v1/webhooks", status: 200, check: func(t *testing.T, data []byte) {
 			var ws []api.Webhook
-			if json.Unmarshal(data, &ws); len(ws) != 1 || ws[0].ID != id || ws[0].Secret != "" || strings.Contains(string(data), secret) {
+			if err := json.Unmarshal(data, &ws); err != nil || len(ws) != 1 || ws[0].ID != id || ws[0].Secret != "" || strings.Contains(string(data), secret) {
 				t.Errorf("list %s (the secret is shown only once)", data)
 			}
 		}},
@@ -116,7 +116,9 @@ func TestWebhookAPI(t *testing.T) {
 		{name: "get unknown", method: "GET", path: "/api/v1/webhooks/whk_nope", status: 404, code: api.CodeNotFound},
 		{name: "test", method: "POST", path: "/api/v1/webhooks/{id}/test", status: 200, check: func(t *testing.T, data []byte) {
 			var d api.WebhookDelivery
-			json.Unmarshal(data, &d)
+			if err := json.Unmarshal(data, &d); err != nil {
+				t.Fatalf("decode %s: %v", data, err)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if d.Status != api.DeliveryDelivered || d.EventType != api.EventWebhookTest || d.WebhookID != id || len(verified) != 1 || verified[0] != nil {
@@ -126,7 +128,7 @@ func TestWebhookAPI(t *testing.T) {
 		{name: "counted", method: "GET", path: "/api/v1/webhooks/{id}", status: 200, check: hook(func(w api.Webhook) bool { return w.Delivered == 1 })},
 		{name: "deliveries", method: "GET", path: "/api/v1/webhooks/{id}/deliveries?limit=10", status: 200, check: func(t *testing.T, data []byte) {
 			var ds []api.WebhookDelivery
-			if json.Unmarshal(data, &ds); len(ds) != 1 || ds[0].EventType != api.EventWebhookTest || ds[0].Attempts != 1 || ds[0].ResponseStatus != 200 {
+			if err := json.Unmarshal(data, &ds); err != nil || len(ds) != 1 || ds[0].EventType != api.EventWebhookTest || ds[0].Attempts != 1 || ds[0].ResponseStatus != 200 {
 				t.Errorf("deliveries %s", data)
 			}
 		}},
@@ -155,7 +157,7 @@ func TestWebhookAPI(t *testing.T) {
 		{name: "over the quota", method: "POST", path: "/api/v1/webhooks", body: body, status: 429, code: api.CodeQuotaExceeded, msg: "at most 20 webhooks"},
 		{name: "capabilities", method: "GET", path: "/api/v1/capabilities", status: 200, check: func(t *testing.T, data []byte) {
 			var c api.Capabilities
-			if json.Unmarshal(data, &c); !c.Features["webhooks"] {
+			if err := json.Unmarshal(data, &c); err != nil || !c.Features["webhooks"] {
 				t.Errorf("capabilities %s: webhooks should be true", data)
 			}
 		}},
@@ -183,7 +185,7 @@ func TestWebhookAPIWithoutDispatcher(t *testing.T) {
 	}
 	steps = append(steps, apiStep{name: "capabilities", method: "GET", path: "/api/v1/capabilities", status: 200, check: func(t *testing.T, data []byte) {
 		var c api.Capabilities
-		if json.Unmarshal(data, &c); c.Features["webhooks"] {
+		if err := json.Unmarshal(data, &c); err != nil || c.Features["webhooks"] {
 			t.Errorf("capabilities %s: webhooks should be false", data)
 		}
 	}})

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -135,7 +136,7 @@ func TestAudit(t *testing.T) {
 			t.Errorf("airlock events -f: %v", err)
 		}
 	case <-time.After(15 * time.Second):
-		cliFollow.Process.Kill()
+		_ = cliFollow.Process.Kill() // one that ended meanwhile: the Fatal says enough
 		t.Fatal("airlock events -f did not end after the sandbox was terminated")
 	}
 	for _, want := range []string{"exec.files", "+/tmp/w/new", "~/tmp/w/keep", "-/tmp/w/gone", "limit.memory", "limit.pids", "limit.disk", "limit.timeout", "status terminated"} {
@@ -151,7 +152,9 @@ func TestAudit(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	stopFollow()
-	<-followDone
+	if err := <-followDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("follow events: %v", err)
+	}
 	mu.Lock()
 	var seen []int64
 	var last int64
@@ -259,7 +262,9 @@ func TestAudit(t *testing.T) {
 	}
 	// A daemon started on the damaged log goes on, and the damage stays on record.
 	var head int64
-	db.QueryRow(`SELECT max(seq) FROM events`).Scan(&head)
+	if err := db.QueryRow(`SELECT max(seq) FROM events`).Scan(&head); err != nil {
+		t.Fatal(err)
+	}
 	tx(`DELETE FROM events WHERE seq = ?`, head) // also cut the tail
 	d = startDaemon(t, dir)
 	if _, err := d.client(key).Create(ctx, smallSpec()); err != nil {

@@ -50,7 +50,7 @@ func TestDaemonUnauthenticatedFlood(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /api/v1/events: %v %v", resp, err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // drained for the connection's reuse; the status is checked
 		resp.Body.Close()
 		http.DefaultClient.CloseIdleConnections()
 	}
@@ -108,7 +108,7 @@ func TestDaemonUnauthenticatedFlood(t *testing.T) {
 					}
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
+				_, _ = io.Copy(io.Discard, resp.Body) // drained for the connection's reuse; the status is checked
 				resp.Body.Close()
 				switch {
 				case resp.StatusCode == http.StatusUnauthorized && kind != overCap:
@@ -314,7 +314,11 @@ func raiseTestOpenFiles(t *testing.T, want uint64) int {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
+	t.Cleanup(func() {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+			t.Error(err)
+		}
+	})
 	return int(lim.Cur)
 }
 

@@ -88,7 +88,7 @@ func startDaemonIn(t *testing.T, netns, dataDir string, flags ...string) *daemon
 		}
 	}()
 	go func() {
-		d.cmd.Wait()
+		_ = d.cmd.Wait() // the exit status is read from ProcessState
 		pw.Close()
 		close(d.exited)
 	}()
@@ -97,11 +97,13 @@ func startDaemonIn(t *testing.T, netns, dataDir string, flags ...string) *daemon
 	case <-d.exited:
 		t.Fatalf("airlock serve exited at start:\n%s", d.log())
 	case <-time.After(30 * time.Second):
-		d.cmd.Process.Kill()
+		_ = d.cmd.Process.Kill() // one that exited meanwhile: the Fatal says enough
 		t.Fatalf("airlock serve did not start:\n%s", d.log())
 	}
 	t.Cleanup(func() {
-		d.stop()
+		if err := d.stop(); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", d.log())
 		}
@@ -122,11 +124,11 @@ func (d *daemon) stop() error {
 		return nil
 	default:
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Process.Signal(syscall.SIGTERM) // one that exited meanwhile: d.exited says so
 	select {
 	case <-d.exited:
 	case <-time.After(60 * time.Second):
-		d.cmd.Process.Kill()
+		_ = d.cmd.Process.Kill() // likewise
 		<-d.exited
 		return errors.New("airlock serve did not stop within 60 s of SIGTERM")
 	}
@@ -138,7 +140,7 @@ func (d *daemon) stop() error {
 
 // kill9 kills the daemon with SIGKILL, as a crash would.
 func (d *daemon) kill9() {
-	d.cmd.Process.Kill()
+	_ = d.cmd.Process.Kill() // one that exited already: d.exited is closed either way
 	<-d.exited
 }
 
@@ -153,7 +155,9 @@ func (d *daemon) cli(t *testing.T, key string, stdin io.Reader, args ...string) 
 	cmd.Env = append(cmd.Env, "AIRLOCK_HOST="+d.url, "AIRLOCK_TOKEN="+key)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
-	cmd.Run()
+	if err := cmd.Run(); cmd.ProcessState == nil { // an exit status is a result; not starting is not
+		t.Errorf("airlock %q: %v", args, err)
+	}
 	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -244,7 +248,7 @@ func removeContainerState(t *testing.T, dataDir string) {
 	t.Cleanup(func() {
 		state := levels.ContainerStateDir(dataDir)
 		for _, m := range mountinfo.Under(state) {
-			unix.Unmount(m, unix.MNT_DETACH)
+			_ = unix.Unmount(m, unix.MNT_DETACH) // best effort: what stays shows in the leak checks
 		}
 		os.RemoveAll(state)
 	})
@@ -308,6 +312,15 @@ func clientErr(t *testing.T, err error) *client.Error {
 }
 
 func bg() context.Context { return context.Background() }
+
+// terminate terminates sandbox id for a test, failing t if it cannot: a sandbox left live is a
+// leak.
+func terminate(ctx context.Context, t testing.TB, c *client.Client, id string) {
+	t.Helper()
+	if _, err := c.Terminate(ctx, id); err != nil {
+		t.Errorf("terminate %s: %v", id, err)
+	}
+}
 
 // dialIn returns a dialer whose connections are made from inside the network namespace at
 // netns: a socket belongs to the namespace of the thread that created it.

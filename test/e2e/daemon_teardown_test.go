@@ -40,14 +40,14 @@ func TestDaemonCrashTeardown(t *testing.T) {
 		// In flight at the kill: a DELETE of every sandbox, creates, execs and pauses.
 		var wg sync.WaitGroup
 		for i, id := range ids {
-			wg.Go(func() { c.Terminate(bg(), id) })
+			wg.Go(func() { _, _ = c.Terminate(bg(), id) }) // in flight at the kill: any answer, or none
 			switch i % 5 {
 			case 1:
-				wg.Go(func() { c.Create(bg(), smallSpec()) })
+				wg.Go(func() { _, _ = c.Create(bg(), smallSpec()) }) // likewise
 			case 2:
-				wg.Go(func() { c.Exec(bg(), id, api.ExecRequest{Command: api.Shell("sleep 30")}) })
+				wg.Go(func() { _, _ = c.Exec(bg(), id, api.ExecRequest{Command: api.Shell("sleep 30")}) }) // likewise
 			case 3:
-				wg.Go(func() { c.Pause(bg(), id) })
+				wg.Go(func() { _, _ = c.Pause(bg(), id) }) // likewise
 			}
 		}
 		time.Sleep(time.Duration(5+5*round) * time.Millisecond)

@@ -90,12 +90,14 @@ func TestDaemonLifecycle(t *testing.T) {
 		t.Fatalf("execs: %d %v", len(execs), err)
 	}
 	var out strings.Builder
-	c.Logs(ctx, sb.ID, client.LogOptions{}, func(e api.LogEntry) error {
+	if err := c.Logs(ctx, sb.ID, client.LogOptions{}, func(e api.LogEntry) error {
 		if e.Stream == api.StreamStdout {
 			out.WriteString(e.Data)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Errorf("logs: %v", err)
+	}
 	if !strings.Contains(out.String(), "hello\n") {
 		t.Errorf("logs lack the output: %q", out.String())
 	}
@@ -140,7 +142,7 @@ func TestDaemonFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Terminate(ctx, sb.ID)
+	defer func() { _, _ = c.Terminate(ctx, sb.ID) }() // after a failure; at the end it is terminated already (409)
 
 	if _, err := c.Mkdir(ctx, sb.ID, "/workspace/dir/sub", true); err != nil {
 		t.Fatal(err)
@@ -180,7 +182,9 @@ func TestDaemonFiles(t *testing.T) {
 	// Escape attempts. The sandbox plants links to the host's places; the daemon (host root)
 	// must resolve every path inside the sandbox.
 	hostSecret := "/root/airlock-e2e-secret"
-	os.WriteFile(hostSecret, []byte("host secret"), 0o600)
+	if err := os.WriteFile(hostSecret, []byte("host secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	defer os.Remove(hostSecret)
 	r, _ = c.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell(`ln -s / /workspace/root; ln -s ../../../../../../root /workspace/up; ln -s /proc/1/root /workspace/p1; ln -s /proc/self/root /workspace/self; ln -s /etc /workspace/etc`)})
 	if r.ExitCode != 0 {
@@ -235,7 +239,7 @@ func TestDaemonFiles(t *testing.T) {
 	if _, err := c.StatFile(ctx, sb.ID, "/workspace/big"); err == nil {
 		t.Error("a failed upload left a file")
 	}
-	c.Terminate(ctx, sb.ID)
+	terminate(ctx, t, c, sb.ID)
 	check()
 }
 
@@ -255,7 +259,7 @@ func TestDaemonTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Terminate(ctx, sb.ID)
+	defer terminate(ctx, t, a, sb.ID)
 	for name, call := range map[string]func() error{
 		"get":       func() error { _, err := b.Get(ctx, sb.ID); return err },
 		"exec":      func() error { _, err := b.Exec(ctx, sb.ID, api.ExecRequest{Command: api.Shell("true")}); return err },
@@ -310,7 +314,7 @@ func TestDaemonQuotaAndCompat(t *testing.T) {
 	if _, err := c.Create(ctx, smallSpec()); clientErr(t, err).StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third sandbox: %v", err)
 	}
-	c.Terminate(ctx, ids[1])
+	terminate(ctx, t, c, ids[1])
 
 	// Compatibility surface: create, sync and async runs of Python, poll, delete.
 	var created api.CompatSandbox
@@ -345,7 +349,7 @@ func TestDaemonQuotaAndCompat(t *testing.T) {
 	if rawJSON(t, d.url, key, "GET", "/api/sandbox/"+created.ID, "", &created); created.Status != api.CompatStatusDestroyed {
 		t.Fatalf("compat get after delete: %+v", created)
 	}
-	c.Terminate(ctx, ids[0])
+	terminate(ctx, t, c, ids[0])
 }
 
 // TestDaemonStreams runs an interactive exec with a PTY over the WebSocket and follows the logs
@@ -384,11 +388,15 @@ func TestDaemonStreams(t *testing.T) {
 		res, err = c.ExecInteractive(ctx, sb.ID, api.ExecStart{ExecRequest: api.ExecRequest{Command: api.Command{"/bin/sh"}}, TTY: true, Rows: 30, Cols: 100},
 			client.Stdio{Stdin: stdinR, Stdout: &out, Resize: resize})
 	}()
-	io.WriteString(stdinW, "tty; stty size\n")
+	if _, err := io.WriteString(stdinW, "tty; stty size\n"); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(300 * time.Millisecond)
 	resize <- client.Winsize{Rows: 40, Cols: 120}
 	time.Sleep(300 * time.Millisecond)
-	io.WriteString(stdinW, "stty size; exit 7\n")
+	if _, err := io.WriteString(stdinW, "stty size; exit 7\n"); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -499,7 +507,9 @@ func TestDaemonCLI(t *testing.T) {
 		t.Errorf("exec past its timeout: %+v", r)
 	}
 	src := t.TempDir() + "/in.txt"
-	os.WriteFile(src, []byte("copied in"), 0o644)
+	if err := os.WriteFile(src, []byte("copied in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if r = cli(nil, "cp", src, id+":/workspace/in.txt"); r.code != 0 {
 		t.Errorf("cp in: %+v", r)
 	}

@@ -45,7 +45,7 @@ func TestDaemonTLS(t *testing.T) {
 	if r, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: api.Shell("echo tls")}); err != nil || r.Stdout != "tls\n" {
 		t.Fatalf("exec over TLS: %+v %v", r, err)
 	}
-	c.Terminate(bg(), sb.ID)
+	terminate(bg(), t, c, sb.ID)
 	plainTr := &http.Transport{}
 	defer plainTr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: plainTr}).Get(strings.Replace(d.url, "https://", "http://", 1) + "/healthz")
@@ -80,8 +80,12 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 		t.Fatal(err)
 	}
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cert, _ := x509.ParseCertificate(der)
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)

@@ -21,7 +21,7 @@ func TestDaemonLargeExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Terminate(ctx, sb.ID)
+	defer terminate(ctx, t, c, sb.ID)
 	const parts, size = 9, 100_000
 	count := api.Command{"python3", "-c", `
 import os, sys

@@ -42,12 +42,20 @@ func newHostile(t *testing.T) *hostile {
 		if err := os.MkdirAll(d, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		os.Chmod(d, 0o777)
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.WriteFile(filepath.Join(h.shared, "hello"), []byte("from the operator\n"), 0o644)
-	os.WriteFile(filepath.Join(h.ro, "hello"), []byte("read me\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(h.shared, "hello"), []byte("from the operator\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.ro, "hello"), []byte("read me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A file only host root may read, where a volume lies: no sandbox may reach it.
-	os.WriteFile(filepath.Join(base, "root-only"), []byte("host secret\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(base, "root-only"), []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	var err error
 	if h.registry, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
@@ -190,7 +198,7 @@ func TestHostileTenant(t *testing.T) {
 				if err != nil {
 					t.Fatalf("create: %v", err)
 				}
-				defer h.c1.Terminate(bg(), sb.ID)
+				defer terminate(bg(), t, h.c1, sb.ID)
 				// Each level writes its own file: each sandbox has its own host uid.
 				newFile := "/shared/new-" + levelName(lv)
 				res := sh(t, h.c1, sb, `cat /shared/hello; cat /ro/hello; echo w > `+newFile+` && echo shared-written
@@ -286,7 +294,7 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer h.c1.Terminate(bg(), sb.ID)
+		defer terminate(bg(), t, h.c1, sb.ID)
 		_, err = h.c1.UpdateNetwork(bg(), sb.ID, api.Network{AllowedDomains: []string{"evil.test"},
 			Credentials: []api.Credential{{Host: "evil.test", Header: "X-Stolen", Secret: "tok"}}})
 		if ce := clientErr(t, err); ce.Code != api.CodeSecretNotGranted {
@@ -299,17 +307,25 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer h.c1.Terminate(bg(), sb.ID)
+		defer terminate(bg(), t, h.c1, sb.ID)
 		snap, err := h.c1.Snapshot(bg(), sb.ID, api.SnapshotRequest{Name: "mine"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer h.c1.DeleteSnapshot(bg(), snap.ID)
+		defer func() {
+			if _, err := h.c1.DeleteSnapshot(bg(), snap.ID); err != nil {
+				t.Errorf("delete snapshot: %v", err)
+			}
+		}()
 		hook, err := h.c1.CreateWebhook(bg(), api.WebhookRequest{URL: "https://hooks.example.com/x"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer h.c1.DeleteWebhook(bg(), hook.ID)
+		defer func() {
+			if _, err := h.c1.DeleteWebhook(bg(), hook.ID); err != nil {
+				t.Errorf("delete webhook: %v", err)
+			}
+		}()
 		for _, c := range []struct{ method, path string }{
 			{"GET", "/api/v1/sandboxes/" + sb.ID}, {"POST", "/api/v1/sandboxes/" + sb.ID + "/exec"},
 			{"GET", "/api/v1/sandboxes/" + sb.ID + "/files?path=/etc/passwd"}, {"DELETE", "/api/v1/sandboxes/" + sb.ID},
@@ -427,13 +443,13 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		if c, err := h.c1.Create(bg(), big); err != nil {
 			t.Errorf("t1 beside a full t2: %v", err)
 		} else {
-			h.c1.Terminate(bg(), c.ID)
+			terminate(bg(), t, h.c1, c.ID)
 		}
 		// Ended sandboxes give their share back: terminated, and failed (its init killed from the
 		// host).
-		h.c2.Terminate(bg(), b.ID)
+		terminate(bg(), t, h.c2, b.ID)
 		for _, pid := range cgroupProcs("airlock", uidalloc.InstanceOf(h.dataDir), a.ID) {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // one gone already: the loop below checks the sandbox failed
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -451,7 +467,7 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 			if err != nil {
 				t.Fatalf("after a failure and a termination: %v", err)
 			}
-			h.c2.Terminate(bg(), c.ID)
+			terminate(bg(), t, h.c2, c.ID)
 		}
 		all, err := h.adminC.Tenants(bg())
 		if err != nil || len(all) < 4 {
@@ -490,7 +506,7 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		if err != nil {
 			t.Fatalf("the operator uses every volume: %v", err)
 		}
-		h.adminC.Terminate(bg(), sb.ID)
+		terminate(bg(), t, h.adminC, sb.ID)
 		if list, err := h.c1.List(bg(), client.ListOptions{}); err != nil || containsID(list, sb.ID) {
 			t.Errorf("t1 sees the operator's sandbox: %v", err)
 		}

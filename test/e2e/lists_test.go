@@ -89,7 +89,9 @@ func TestListsAreArrays(t *testing.T) {
 		var env struct {
 			Data json.RawMessage `json:"data"`
 		}
-		json.Unmarshal(body, &env)
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Errorf("GET %s: %v in %s", path, err, body)
+		}
 		if status != http.StatusOK || !strings.HasPrefix(string(env.Data), "[") {
 			t.Errorf("GET %s: %d, data %s; want 200 and a JSON array", path, status, env.Data)
 		}

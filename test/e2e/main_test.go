@@ -102,7 +102,7 @@ func setup(tmp string) error {
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/airlock: %v\n%s", err, out)
+		return fmt.Errorf("go build ./cmd/airlock: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -162,7 +162,7 @@ func tryAirlock(stdin io.Reader, args ...string) (result, error) {
 	r := result{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.Exited()) {
-		return r, fmt.Errorf("airlock %q: %v (stderr %q)", args, err, r.stderr)
+		return r, fmt.Errorf("airlock %q: %w (stderr %q)", args, err, r.stderr)
 	}
 	r.code = cmd.ProcessState.ExitCode()
 	return r, nil
@@ -191,7 +191,10 @@ func rusageWrapper(out string, argv []string) int {
 		fmt.Fprintln(os.Stderr, "rusage wrapper:", err)
 		return 125
 	}
-	os.WriteFile(out, []byte(strconv.FormatInt(maxRSS(cmd.ProcessState), 10)), 0o644)
+	if err := os.WriteFile(out, []byte(strconv.FormatInt(maxRSS(cmd.ProcessState), 10)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "rusage wrapper:", err)
+		return 125
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}

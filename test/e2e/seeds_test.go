@@ -186,7 +186,9 @@ func TestSeed000Golden(t *testing.T) {
 	d, key := seedDaemon(t, `{}`)
 	want := func(name string) any {
 		var v any
-		json.Unmarshal([]byte(seed[name]), &v)
+		if err := json.Unmarshal([]byte(seed[name]), &v); err != nil {
+			t.Fatalf("seed %s: %v", name, err)
+		}
 		return v
 	}
 
@@ -243,7 +245,7 @@ func TestSeed000Golden(t *testing.T) {
 	// gpuEnabled true is refused, saying why; the capabilities say so too.
 	status, _, raw = seedCall(t, d, key, "POST", "/api/v1/sandboxes", strings.Replace(seed["create.request"], `"gpuEnabled": false`, `"gpuEnabled": true`, 1))
 	var e api.Response[any]
-	if json.Unmarshal(raw, &e); status != http.StatusUnprocessableEntity || e.Error == nil || e.Error.Code != api.CodeGPUUnavailable ||
+	if err := json.Unmarshal(raw, &e); err != nil || status != http.StatusUnprocessableEntity || e.Error == nil || e.Error.Code != api.CodeGPUUnavailable ||
 		e.Error.Field != "resources.gpuEnabled" || !strings.Contains(e.Error.Message, "GPU") {
 		t.Errorf("gpuEnabled true: %d %s", status, raw)
 	}
@@ -368,7 +370,9 @@ func followEndpoints(t *testing.T, d *daemon, key, id string, ep map[string]any)
 		t.Fatalf("exec endpoint: %v", err)
 	}
 	start, _ := json.Marshal(api.Frame{Type: api.FrameStart, Start: &api.ExecStart{ExecRequest: api.ExecRequest{Command: api.Shell("echo through-the-endpoint")}}})
-	conn.WriteMessage(websocket.Text, start)
+	if err := conn.WriteMessage(websocket.Text, start); err != nil {
+		t.Fatalf("exec endpoint: %v", err)
+	}
 	var out strings.Builder
 	for {
 		_, b, err := conn.ReadMessage()
@@ -376,7 +380,9 @@ func followEndpoints(t *testing.T, d *daemon, key, id string, ep map[string]any)
 			t.Fatalf("exec endpoint: %v (stdout so far %q)", err, out.String())
 		}
 		var f api.Frame
-		json.Unmarshal(b, &f)
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatalf("exec endpoint: %v in %s", err, b)
+		}
 		out.Write(f.Data)
 		if f.Type == api.FrameExit || f.Type == api.FrameError {
 			if f.Result == nil || f.Result.ExitCode != 0 || out.String() != "through-the-endpoint\n" {
@@ -385,23 +391,25 @@ func followEndpoints(t *testing.T, d *daemon, key, id string, ep map[string]any)
 			break
 		}
 	}
-	conn.CloseNow()
+	_ = conn.CloseNow() // done with it
 
 	conn, _, err = websocket.Dial(bg(), ep["logs"].(string), h, nil)
 	if err != nil {
 		t.Fatalf("logs endpoint: %v", err)
 	}
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // fails only on a closed conn, which the read says
 	for seen := false; !seen; {
 		_, b, err := conn.ReadMessage()
 		if err != nil {
 			t.Fatalf("logs endpoint: %v", err)
 		}
 		var l api.LogEntry
-		json.Unmarshal(b, &l)
+		if err := json.Unmarshal(b, &l); err != nil {
+			t.Fatalf("logs endpoint: %v in %s", err, b)
+		}
 		seen = l.Message == "through-the-endpoint\n"
 	}
-	conn.CloseNow()
+	_ = conn.CloseNow() // done with it
 
 	req, _ := http.NewRequest("GET", ep["metrics"].(string), nil)
 	req.Header = h
@@ -410,7 +418,9 @@ func followEndpoints(t *testing.T, d *daemon, key, id string, ep map[string]any)
 		t.Fatalf("metrics endpoint: %v", err)
 	}
 	var m api.Response[api.Metrics]
-	json.NewDecoder(resp.Body).Decode(&m)
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Errorf("metrics endpoint: %v", err)
+	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || m.Data.SandboxID != id {
 		t.Errorf("metrics endpoint: %d %+v", resp.StatusCode, m)
@@ -430,7 +440,9 @@ func TestSeed002Golden(t *testing.T) {
 		"images": {"allowPrivateNetworks": true, "allowed": ["docker.io/agentcop/*"], "mirrors": {"docker.io": %q}},
 		"tenants": {"overrides": {"t1": {"plan": "free"}}}}`, registry))
 	var want any
-	json.Unmarshal([]byte(seed["create.response"]), &want)
+	if err := json.Unmarshal([]byte(seed["create.response"]), &want); err != nil {
+		t.Fatal(err)
+	}
 
 	status, sb, raw := seedCall(t, d, key, "POST", "/api/sandbox/create", seed["create.request"])
 	if status != http.StatusCreated {

@@ -80,7 +80,9 @@ func TestWasm(t *testing.T) {
 	if err != nil || snap.Isolation != api.LevelWasm {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
-	c.Exec(ctx, id, api.ExecRequest{Command: api.Command{"python3", "-c", "import os; os.remove('out.txt'); open('new','w')"}})
+	if _, err := c.Exec(ctx, id, api.ExecRequest{Command: api.Command{"python3", "-c", "import os; os.remove('out.txt'); open('new','w')"}}); err != nil {
+		t.Fatalf("change: %v", err)
+	}
 	if _, err := c.Restore(ctx, id, snap.ID); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
@@ -126,6 +128,8 @@ func TestWasm(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(dir, "wasm", "sandboxes")); len(ents) > 0 {
 		t.Errorf("stores left: %v", ents)
 	}
-	d.stop()
+	if err := d.stop(); err != nil {
+		t.Error(err)
+	}
 	check()
 }

@@ -448,7 +448,9 @@ func (b *bundle) readOnly(p string) error {
 	}
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
 		if base, err := fsroot.ResolveIn(b.base, p); err == nil {
-			os.MkdirAll(base, 0o755) // the writable directories are binds of the base's
+			// The writable directories are binds of the base's; one not made leaves dst missing,
+			// which the MkdirAll below makes or reports.
+			_ = os.MkdirAll(base, 0o755)
 		}
 		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
 			if err := os.MkdirAll(dst, 0o755); errors.Is(err, unix.EROFS) {

@@ -409,7 +409,7 @@ func readLayer(r io.Reader) (map[string]string, error) {
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err == nil && hdr.Typeflag == tar.TypeReg {
