@@ -104,7 +104,7 @@ func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, s
 	}
 	if !wait {
 		view := b.view() // provisioning, as recorded
-		if m.prov.do(func() { setup() }) {
+		if m.prov.do(func() { _ = setup() }) { // its failure is recorded: the sandbox ends failed
 			return view, nil
 		}
 		// The daemon is stopping: the setup is done (and cut short) here.
@@ -193,7 +193,7 @@ func (m *Manager) build(ctx context.Context, d driver.Driver, b *box, reason str
 		return err
 	}
 	if err := b.provisioned(ctx, sb, reason); err != nil {
-		m.release(b, api.StatusFailed, err.Error())
+		_ = m.release(b, api.StatusFailed, err.Error()) // release logs what it could not record
 		return err
 	}
 	if hf, ok := sb.(driver.HostFacter); ok {

@@ -81,7 +81,9 @@ func TestProvisionPolled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d.stop()
+	if err := d.stop(); err != nil {
+		t.Error(err)
+	}
 	check()
 }
 
@@ -211,11 +213,13 @@ func TestAgentLifecycle(t *testing.T) {
 		}
 		got := waitStatus(t, c, sb.ID, api.StatusCompleted, api.StatusRunning, api.StatusReady)
 		var out strings.Builder
-		c.Logs(bg(), got.ID, client.LogOptions{}, func(e api.LogEntry) error { out.WriteString(e.Data); return nil })
+		if err := c.Logs(bg(), got.ID, client.LogOptions{}, func(e api.LogEntry) error { out.WriteString(e.Data); return nil }); err != nil {
+			t.Fatal(err)
+		}
 		if !strings.Contains(out.String(), "from-the-entrypoint") {
 			t.Errorf("the entrypoint's output is not in the log: %q", out.String())
 		}
-		c.Terminate(bg(), sb.ID)
+		terminate(bg(), t, c, sb.ID)
 	})
 
 	t.Run("no agent", func(t *testing.T) {
@@ -227,9 +231,11 @@ func TestAgentLifecycle(t *testing.T) {
 		if ce := clientErr(t, err); ce.StatusCode != http.StatusConflict || ce.Field != "agent" {
 			t.Errorf("start without an agent: %+v, want 409 naming agent", ce)
 		}
-		c.Terminate(bg(), sb.ID)
+		terminate(bg(), t, c, sb.ID)
 	})
-	d.stop()
+	if err := d.stop(); err != nil {
+		t.Error(err)
+	}
 	check()
 }
 

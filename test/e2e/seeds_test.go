@@ -313,7 +313,9 @@ func seedSDK(t *testing.T, d *daemon, key string, seed map[string]string, execWa
 	}
 	var got any
 	b, _ := json.Marshal(res)
-	json.Unmarshal(b, &got)
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
 	sameShape(t, "SDK exec", field(execWant, "data"), got, false)
 	if st, _ := c.Get(bg(), sb.ID); st.Status != api.StatusRunning {
 		t.Errorf("SDK: %s beside its agent, want running", st.Status)

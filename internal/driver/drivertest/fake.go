@@ -278,7 +278,7 @@ func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 func (s *fakeSandbox) agent(ctx context.Context, req sandbox.ExecRequest, args []string) (sandbox.ExecResult, error) {
 	out := func(w io.Writer, line string) {
 		if w != nil {
-			io.WriteString(w, line+"\n")
+			_, _ = io.WriteString(w, line+"\n") // the fake's output goes where the caller said
 		}
 	}
 	if len(args) > 0 {
