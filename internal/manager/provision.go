@@ -103,7 +103,7 @@ func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, s
 		return err
 	}
 	if !wait {
-		view := b.view() // provisioning, as recorded
+		view := b.view()                       // provisioning, as recorded
 		if m.prov.do(func() { _ = setup() }) { // its failure is recorded: the sandbox ends failed
 			return view, nil
 		}
