@@ -67,12 +67,21 @@ func TestAudit(t *testing.T) {
 	}
 	run("mkdir -p /tmp/w && echo a > /tmp/w/keep && echo b > /tmp/w/gone", 0)
 	files := run("echo new > /tmp/w/new; echo more >> /tmp/w/keep; rm /tmp/w/gone; mkdir /tmp/w/dir", 0)
-	limits := map[string]api.ExecResult{
-		"limit.memory":  run(`python3 -c 'b = bytearray(1024 * 1024 * 1024)'`, 30),
-		"limit.pids":    run(`b() { b | b & }; b; sleep 10`, 4),
-		"limit.disk":    run(`dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>/dev/null; echo filled`, 30),
-		"limit.timeout": run(`sleep 30`, 1),
+	limits := map[string]api.ExecResult{}
+	limits["limit.memory"] = run(`python3 -c 'b = bytearray(1024 * 1024 * 1024)'`, 30)
+	limits["limit.pids"] = run(`b() { b | b & }; b; sleep 10`, 4)
+	// The bomb's last forks are being killed as its exec returns: the next command waits until
+	// the sandbox can fork again, or it would meet the process limit instead of the disk's.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res := run("true", 0); res.ExitCode == 0 && len(res.LimitEvents) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("10 s after the fork bomb's timeout, the sandbox still cannot fork")
+		}
 	}
+	limits["limit.disk"] = run(`dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>/dev/null; echo filled`, 30)
+	limits["limit.timeout"] = run(`sleep 30`, 1)
 
 	// The files the second exec changed, from the writable layer.
 	page, err := c.Events(ctx, sb.ID, client.EventOptions{Type: api.EventExecFiles, ExecutionID: files.ExecutionID})
