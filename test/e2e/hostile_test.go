@@ -332,11 +332,16 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 			{"GET", "/api/v1/snapshots/" + snap.ID}, {"DELETE", "/api/v1/snapshots/" + snap.ID},
 			{"POST", "/api/v1/sandboxes/" + sb.ID + "/restore"},
 			{"GET", "/api/v1/webhooks/" + hook.ID}, {"DELETE", "/api/v1/webhooks/" + hook.ID},
+			// The agent's routes and seed 002's surface answer another tenant's id the same way.
+			{"POST", "/api/v1/sandboxes/" + sb.ID + "/start"}, {"POST", "/api/v1/sandboxes/" + sb.ID + "/agent/stdin"},
+			{"GET", "/api/sandbox/" + sb.ID}, {"POST", "/api/sandbox/" + sb.ID + "/run"}, {"DELETE", "/api/sandbox/" + sb.ID},
 		} {
 			body := ""
 			switch {
 			case strings.HasSuffix(c.path, "/exec"):
 				body = `{"command":"true"}`
+			case strings.HasSuffix(c.path, "/run"):
+				body = `{"code":"print(1)"}`
 			case strings.HasSuffix(c.path, "/restore"):
 				body = `{"snapshotId":"` + snap.ID + `"}`
 			}
