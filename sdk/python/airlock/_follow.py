@@ -16,6 +16,9 @@ T = TypeVar("T", bound=Model)
 
 #: Reconnections in a row that bring nothing before a follow gives up.
 MAX_RECONNECTS = 5
+#: The wait before the first reconnection; it doubles with each fruitless one, up to BACKOFF_MAX.
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 1.0
 #: A followed stream quiet for this long (the daemon sends a keep-alive every 15 s) is dead.
 STREAM_READ_TIMEOUT = 60.0
 
@@ -111,7 +114,7 @@ class Follow(Generic[T]):
         if self._failures > MAX_RECONNECTS:
             why = err or "the daemon ended the stream early"
             raise TransportError(f"following {self.what}: {why}") from err
-        return min(0.1 * (1 << (self._failures - 1)), 1.0)
+        return min(BACKOFF_FIRST * (1 << (self._failures - 1)), BACKOFF_MAX)
 
     def _keep(self, item: T) -> bool:
         seq = getattr(item, "seq", None)
