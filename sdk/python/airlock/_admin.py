@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ._call import NO_TIMEOUT, Call, document, envelope, escape, query, text
+from ._call import NO_TIMEOUT, Call, document, envelope, escape, present, query, text
 from ._model import wire_object
 from ._models import (
     Capabilities,
@@ -122,8 +122,7 @@ class Webhooks(Resource[Mode]):
     ) -> Call[Webhook]:
         """Registers a webhook for the event types ``events`` (all when left out); returns it
         with its secret, which is shown only now (generated when not given)."""
-        body: Dict[str, Any] = {"url": url}
-        body.update({k: v for k, v in (("events", events), ("secret", secret), ("description", description)) if v is not None})
+        body = present(url=url, events=events, secret=secret, description=description)
         return Call("POST", "/api/v1/webhooks", envelope(Webhook), json=body)
 
     @operation("get-api-v1-webhooks")

@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Awaitable, Deque, Dict, List, Optional, T
 from ._call import NO_TIMEOUT, Call, Pending, Plan, bind
 from ._client import ClientBase
 from ._errors import TransportError, error_from_answer
-from ._exec import Chunk, ExecCall, ExecProtocol
+from ._exec import Chunk, ExecCall, ExecProtocol, SessionControls
 from ._follow import Follow
 from ._http11 import (
     CHUNK,
@@ -270,31 +270,22 @@ class AsyncClient(ClientBase[Async]):
     """
 
     is_async = True
+    _connections = _Connections
+    _http: _Connections
 
-    def __init__(
-        self,
-        api_key: Optional[str] = None,
-        base_url: Optional[str] = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(api_key, base_url, **kwargs)
-        self._http = _Connections(self._endpoint, self._timeout)
-
-    def _run(self, op: Any) -> Any:
-        if isinstance(op, Call):
-            return Pending(self._perform(op))
-        if isinstance(op, Follow):
-            return self._follow(op)
-        if isinstance(op, ExecCall):
-            return AsyncExecSession(self, op)
-        if isinstance(op, Plan):
-            return Pending(self._plan(op))
-        raise TypeError(f"not an operation: {op!r}")
+    def _call(self, call: Call[Any]) -> Any:
+        return Pending(self._perform(call))
 
     async def _perform(self, call: Call[Any]) -> Any:
         return bind(await self._http.perform(call), self)
 
-    async def _plan(self, plan: Plan[Any]) -> Any:
+    def _session(self, call: ExecCall) -> "AsyncExecSession":
+        return AsyncExecSession(self, call)
+
+    def _plan(self, plan: Plan[Any]) -> Any:
+        return Pending(self._steps(plan))
+
+    async def _steps(self, plan: Plan[Any]) -> Any:
         steps, result = plan.steps, None
         try:
             while True:
@@ -361,7 +352,7 @@ class AsyncClient(ClientBase[Async]):
         await self.close()
 
 
-class AsyncExecSession:
+class AsyncExecSession(SessionControls[Awaitable[None]]):
     """An interactive exec on an AsyncClient: ``async with`` it (or ``await`` it) to connect,
     ``async for stream, data in session`` for the output, ``await session.write(...)``,
     ``close_stdin``, ``signal``, ``resize``, and ``await session.wait()`` for the ExecResult.
@@ -399,16 +390,6 @@ class AsyncExecSession:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @property
-    def execution_id(self) -> Optional[str]:
-        """The execution's ID (``exec_...``), once connected."""
-        return self._proto.execution_id
-
-    @property
-    def result(self) -> Optional[ExecResult]:
-        """The result once the command exited."""
-        return self._proto.result
-
     async def _send(self, data: bytes) -> None:
         await self._connect()
         if data and self._writer is not None:
@@ -438,22 +419,6 @@ class AsyncExecSession:
                 await self.close()
                 raise
         return self._queue.popleft()
-
-    async def write(self, data: Union[bytes, str]) -> None:
-        """Sends data to the command's stdin."""
-        await self._send(self._proto.stdin(data.encode() if isinstance(data, str) else bytes(data)))
-
-    async def close_stdin(self) -> None:
-        """Closes the command's stdin."""
-        await self._send(self._proto.eof())
-
-    async def signal(self, signum: int) -> None:
-        """Sends a signal to the command's process group."""
-        await self._send(self._proto.signal(signum))
-
-    async def resize(self, rows: int, cols: int) -> None:
-        """Resizes the command's terminal (``tty=True``)."""
-        await self._send(self._proto.resize(rows, cols))
 
     async def wait(self) -> ExecResult:
         """Reads to the exit frame and returns the command's result."""

@@ -64,6 +64,11 @@ def query(**params: Any) -> List[Tuple[str, str]]:
     return out
 
 
+def present(**fields: Any) -> Dict[str, Any]:
+    """A JSON body of the fields that are set (not None), named as given."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 class Call(Generic[T]):
     """One HTTP exchange. ``decode`` turns a 2xx answer into the result; any other status is an
     AirlockError, except those in ``tolerate``, which give None."""

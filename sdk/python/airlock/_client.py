@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from ._admin import DaemonOperations, Images, Pools, Templates, Tenants, Volumes, Webhooks
+from ._call import Call, Plan
 from ._compat import Compat
+from ._exec import ExecCall
 from ._files import Files
+from ._follow import Follow
 from ._http11 import Endpoint
 from ._ops import Mode
 from ._sandboxes import NetworkPolicies, Sandboxes
@@ -24,6 +27,8 @@ class ClientBase(DaemonOperations[Mode]):
 
     #: whether methods return awaitables.
     is_async: ClassVar[bool] = False
+    #: the transport's connection pool class, made with (Endpoint, timeout).
+    _connections: ClassVar[Any]
 
     sandboxes: Sandboxes[Mode]
     files: Files[Mode]
@@ -54,6 +59,7 @@ class ClientBase(DaemonOperations[Mode]):
         self._endpoint = Endpoint(base_url if base_url is not None else os.environ.get("AIRLOCK_HOST", ""),
                                   key, ssl_context)
         self._timeout = timeout
+        self._http = self._connections(self._endpoint, timeout)
         self.sandboxes = Sandboxes(self)
         self.files = Files(self)
         self.snapshots = Snapshots(self)
@@ -66,6 +72,31 @@ class ClientBase(DaemonOperations[Mode]):
         self.templates = Templates(self)
         self.tenants = Tenants(self)
         self.compat = Compat(self)
+
+    def _run(self, op: Any) -> Any:
+        """Executes what a resource method described (see _ops)."""
+        if isinstance(op, Call):
+            return self._call(op)
+        if isinstance(op, Follow):
+            return self._follow(op)
+        if isinstance(op, ExecCall):
+            return self._session(op)
+        if isinstance(op, Plan):
+            return self._plan(op)
+        raise TypeError(f"not an operation: {op!r}")
+
+    # Each transport's way to execute a call, a followed stream, an interactive exec, a plan.
+    def _call(self, call: Call[Any]) -> Any:
+        raise NotImplementedError
+
+    def _follow(self, follow: Follow[Any]) -> Any:
+        raise NotImplementedError
+
+    def _session(self, call: ExecCall) -> Any:
+        raise NotImplementedError
+
+    def _plan(self, plan: Plan[Any]) -> Any:
+        raise NotImplementedError
 
     @property
     def base_url(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ._call import Call, bare, escape
+from ._call import Call, bare, escape, present
 from ._models import CompatRun, CompatSandbox
 from ._ops import Mode, Resource, operation
 from ._sandboxes import EXEC_MARGIN
@@ -36,7 +36,7 @@ class Compat(Resource[Mode]):
         """Creates a sandbox: ``mode`` is ``container`` (the default) or ``wasm``; ``config``
         is seed 002's ``{image, filesystem: {read_only, read_write, blocked}, network: {allow,
         block_outbound}, resources: {cpu: "0.5", memory: "512m", timeout}}``."""
-        body = {k: v for k, v in (("agent_id", agent_id), ("mode", mode), ("config", config)) if v is not None}
+        body = present(agent_id=agent_id, mode=mode, config=config)
         if hasattr(config, "to_dict"):
             body["config"] = config.to_dict()  # type: ignore[union-attr]
         return Call("POST", "/api/sandbox/create", bare(CompatSandbox), json=body, timeout=180.0)

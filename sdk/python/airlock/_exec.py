@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar, Union
 
 from ._errors import AirlockError, TransportError, make_error, status_for_code
 from ._models import ExecResult
 from ._ws import CLOSE, TEXT, Codec
+
+R = TypeVar("R")
 
 #: The most stdin one frame carries.
 STDIN_CHUNK = 32 << 10
@@ -121,3 +123,40 @@ class ExecProtocol:
     def _error(err: Any) -> AirlockError:
         e = err if isinstance(err, dict) else {"message": "interactive exec failed"}
         return make_error(status_for_code(str(e.get("code"))), e)
+
+
+class SessionControls(Generic[R]):
+    """What the sync and async sessions do alike: each control sends a frame through the
+    session's ``_send``, so it returns None on an ExecSession and an awaitable on an
+    AsyncExecSession (``await session.write(...)``)."""
+
+    _proto: ExecProtocol
+
+    def _send(self, data: bytes) -> R:
+        raise NotImplementedError
+
+    @property
+    def execution_id(self) -> Optional[str]:
+        """The execution's ID (``exec_...``), from the daemon's ``started`` frame."""
+        return self._proto.execution_id
+
+    @property
+    def result(self) -> Optional[ExecResult]:
+        """The result, once the command exited (after iterating to the end, or ``wait``)."""
+        return self._proto.result
+
+    def write(self, data: Union[bytes, str]) -> R:
+        """Sends data (text is UTF-8) to the command's stdin."""
+        return self._send(self._proto.stdin(data.encode() if isinstance(data, str) else bytes(data)))
+
+    def close_stdin(self) -> R:
+        """Closes the command's stdin: it reads EOF."""
+        return self._send(self._proto.eof())
+
+    def signal(self, signum: int) -> R:
+        """Sends a signal (e.g. ``signal.SIGINT``) to the command's process group."""
+        return self._send(self._proto.signal(signum))
+
+    def resize(self, rows: int, cols: int) -> R:
+        """Resizes the command's terminal (``tty=True``)."""
+        return self._send(self._proto.resize(rows, cols))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, List, Optional, Union
 
-from ._call import Call, envelope, escape, query, sandbox_path
+from ._call import Call, envelope, escape, present, query, sandbox_path
 from ._follow import Follow
 from ._models import Event, EventPage, Fork, Restore, Snapshot
 from ._ops import Mode, Resource, operation, stream
@@ -43,8 +43,8 @@ class Snapshots(Resource[Mode]):
     ) -> Call[Snapshot]:
         """Saves the sandbox's state (its files, and its memory where the level can, unless
         ``memory=False``)."""
-        body = {k: v for k, v in (("name", name), ("description", description), ("memory", memory)) if v is not None}
-        return Call("POST", sandbox_path(id, "/snapshots"), envelope(Snapshot), json=body, timeout=SNAPSHOT_TIMEOUT)
+        return Call("POST", sandbox_path(id, "/snapshots"), envelope(Snapshot),
+                    json=present(name=name, description=description, memory=memory), timeout=SNAPSHOT_TIMEOUT)
 
     @operation("get-api-v1-sandboxes-by-id-snapshots", "get-api-v1-snapshots")
     def list(self, id: Optional[str] = None) -> Call[List[Snapshot]]:
@@ -81,8 +81,8 @@ class Snapshots(Resource[Mode]):
     ) -> Call[Fork]:
         """Snapshots the sandbox now and starts ``count`` sandboxes (1 to 64, default 1) from
         that snapshot, named ``<name>-<i>``; returns ``{snapshot, sandboxes}``."""
-        body = {k: v for k, v in (("count", count), ("name", name), ("memory", memory)) if v is not None}
-        return Call("POST", sandbox_path(id, "/fork"), envelope(Fork), json=body, timeout=SNAPSHOT_TIMEOUT)
+        return Call("POST", sandbox_path(id, "/fork"), envelope(Fork),
+                    json=present(count=count, name=name, memory=memory), timeout=SNAPSHOT_TIMEOUT)
 
 
 class Events(Resource[Mode]):

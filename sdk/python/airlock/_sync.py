@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import select
 import socket
@@ -13,7 +14,7 @@ from typing import IO, Any, Deque, Dict, Iterator, List, Optional, Tuple, Union
 from ._call import NO_TIMEOUT, Call, Plan, bind
 from ._client import ClientBase
 from ._errors import TransportError, error_from_answer
-from ._exec import Chunk, ExecCall, ExecProtocol
+from ._exec import Chunk, ExecCall, ExecProtocol, SessionControls
 from ._follow import Follow
 from ._http11 import CHUNK, MAX_HEAD, Endpoint, body_length, parse_head, rewind, rewind_point
 from ._models import ExecResult
@@ -99,18 +100,12 @@ class _Connections:
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)
             try:
-                conn.request(call.method, target, body=body, headers=headers)  # type: ignore[arg-type]
-                return conn, conn.getresponse()
+                with _closing_on_error(conn, f"{call.method} {call.path}"):
+                    conn.request(call.method, target, body=body, headers=headers)  # type: ignore[arg-type]
+                    return conn, conn.getresponse()
             except _STALE:
-                conn.close()
                 if not reused or not rewind(body, point):
                     raise
-            except http.client.HTTPException as e:
-                conn.close()
-                raise TransportError(f"{call.method} {call.path}: {e!r}") from e
-            except BaseException:
-                conn.close()
-                raise
 
     def stream(self, call: Call[Any]) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Like open, but a non-2xx answer is read and raised as its AirlockError."""
@@ -151,17 +146,26 @@ def _usable(conn: http.client.HTTPConnection) -> bool:
     return not readable
 
 
-def _read(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, read: Any) -> Any:
-    """Runs a read of the answer's body; a failure closes the connection (and an HTTP protocol
-    error becomes a TransportError)."""
+@contextlib.contextmanager
+def _closing_on_error(conn: http.client.HTTPConnection, what: str) -> Iterator[None]:
+    """Closes the connection when the block fails; an HTTP protocol error (a malformed or cut
+    answer) becomes a TransportError."""
     try:
-        return read()
+        yield
     except http.client.HTTPException as e:
         conn.close()
-        raise TransportError(f"reading the daemon's answer: {e!r}") from e
+        if isinstance(e, OSError):
+            raise  # RemoteDisconnected: the connection's end, which the caller may retry
+        raise TransportError(f"{what}: {e!r}") from e
     except BaseException:
         conn.close()
         raise
+
+
+def _read(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, read: Any) -> Any:
+    """Runs a read of the answer's body (closing the connection when it fails)."""
+    with _closing_on_error(conn, "reading the daemon's answer"):
+        return read()
 
 
 def _copy(resp: http.client.HTTPResponse, sink: IO[bytes]) -> int:
@@ -192,26 +196,14 @@ class Client(ClientBase[Sync]):
     """
 
     is_async = False
+    _connections = _Connections
+    _http: _Connections
 
-    def __init__(
-        self,
-        api_key: Optional[str] = None,
-        base_url: Optional[str] = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(api_key, base_url, **kwargs)
-        self._http = _Connections(self._endpoint, self._timeout)
+    def _call(self, call: Call[Any]) -> Any:
+        return bind(self._http.perform(call), self)
 
-    def _run(self, op: Any) -> Any:
-        if isinstance(op, Call):
-            return bind(self._http.perform(op), self)
-        if isinstance(op, Follow):
-            return self._follow(op)
-        if isinstance(op, ExecCall):
-            return ExecSession._open(self, op)
-        if isinstance(op, Plan):
-            return self._plan(op)
-        raise TypeError(f"not an operation: {op!r}")
+    def _session(self, call: ExecCall) -> "ExecSession":
+        return ExecSession._open(self, call)
 
     def _plan(self, plan: Plan[Any]) -> Any:
         steps, result = plan.steps, None
@@ -295,7 +287,7 @@ def _rest_of_body(sock: socket.socket, headers: Dict[str, str], got: bytes) -> b
     return got
 
 
-class ExecSession:
+class ExecSession(SessionControls[None]):
     """An interactive exec (``client.sandboxes.exec_stream``), blocking.
 
     Iterate it for the command's output chunks, ``(stream, data)`` with stream "stdout" or
@@ -325,16 +317,6 @@ class ExecSession:
             s.close()
             raise
         return s
-
-    @property
-    def execution_id(self) -> Optional[str]:
-        """The execution's ID (``exec_...``)."""
-        return self._proto.execution_id
-
-    @property
-    def result(self) -> Optional[ExecResult]:
-        """The result once the command exited (after iterating to the end, or ``wait``)."""
-        return self._proto.result
 
     def _send(self, data: bytes) -> None:
         if data:
@@ -370,22 +352,6 @@ class ExecSession:
                 self.close()
                 raise
         return self._queue.popleft()
-
-    def write(self, data: Union[bytes, str]) -> None:
-        """Sends data to the command's stdin."""
-        self._send(self._proto.stdin(data.encode() if isinstance(data, str) else bytes(data)))
-
-    def close_stdin(self) -> None:
-        """Closes the command's stdin (it reads EOF)."""
-        self._send(self._proto.eof())
-
-    def signal(self, signum: int) -> None:
-        """Sends a signal (e.g. ``signal.SIGINT``) to the command's process group."""
-        self._send(self._proto.signal(signum))
-
-    def resize(self, rows: int, cols: int) -> None:
-        """Resizes the command's terminal (``tty=True``)."""
-        self._send(self._proto.resize(rows, cols))
 
     def wait(self) -> ExecResult:
         """Reads to the exit frame and returns the command's result."""

@@ -208,6 +208,34 @@ def sandbox(test: unittest.TestCase, c: Optional[airlock.Client] = None, **spec:
     return sb
 
 
+class SandboxTest(unittest.TestCase):
+    """Tests that share one sandbox (``self.sb``, made with ``spec``) and a client (``self.c``)."""
+
+    spec: Dict[str, Any] = {}
+    c: airlock.Client
+    sb: airlock.Sandbox
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.c = client()
+        cls.sb = cls.c.sandboxes.create(**cls.spec)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.c.sandboxes.terminate(cls.sb.id, missing_ok=True)
+
+
+def load_script(path: Path) -> Any:
+    """A script of the SDK's tree (scripts/gen_models.py, _build/airlock_build.py) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 class StopCheck(unittest.TestCase):
     """The last test of the run: the daemon stops cleanly (exit 0 on SIGTERM)."""
 

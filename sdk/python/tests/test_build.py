@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import importlib.util
 import os
 import tarfile
 import tempfile
@@ -20,11 +19,7 @@ import harness
 
 
 def backend() -> Any:
-    spec = importlib.util.spec_from_file_location("airlock_build", harness.SDK / "_build" / "airlock_build.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return harness.load_script(harness.SDK / "_build" / "airlock_build.py")
 
 
 @contextlib.contextmanager

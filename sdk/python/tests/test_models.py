@@ -4,7 +4,6 @@ and field has its model and attribute, every operation an SDK method that sends 
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import io
 import json
@@ -26,11 +25,7 @@ DOCUMENT = harness.REPO / "api" / "openapi.json"
 
 
 def load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_models", harness.SDK / "scripts" / "gen_models.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return harness.load_script(harness.SDK / "scripts" / "gen_models.py")
 
 
 def document() -> Dict[str, Any]:

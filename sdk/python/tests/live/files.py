@@ -16,15 +16,8 @@ import harness
 import airlock
 
 
-class Files(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.c = harness.client()
-        cls.sb = cls.c.sandboxes.create(name="files")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.c.sandboxes.terminate(cls.sb.id, missing_ok=True)
+class Files(harness.SandboxTest):
+    spec = {"name": "files"}
 
     def test_binary_round_trip(self) -> None:
         data = bytes(range(256)) * 3 + b"\x00\r\n\xff"

@@ -13,15 +13,8 @@ import harness
 import airlock
 
 
-class Streaming(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.c = harness.client()
-        cls.sb = cls.c.sandboxes.create(name="streaming")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.c.sandboxes.terminate(cls.sb.id, missing_ok=True)
+class Streaming(harness.SandboxTest):
+    spec = {"name": "streaming"}
 
     def test_stdin_to_stdout_and_stderr(self) -> None:
         payload = bytes(range(256)) * 512  # 128 KiB: several stdin frames
