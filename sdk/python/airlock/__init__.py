@@ -29,6 +29,7 @@ from ._errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from . import _models
 from ._models import *  # noqa: F401,F403 (the wire types)
 from ._models import SCHEMAS
 from ._ops import OPERATIONS
@@ -57,4 +58,5 @@ __all__ = [
     "TransportError",
     "UnauthorizedError",
     "UnavailableError",
-] + list(SCHEMAS)
+]
+__all__ += _models.__all__

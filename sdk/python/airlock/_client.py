@@ -89,7 +89,7 @@ class ClientBase(DaemonOperations[Mode]):
     def _call(self, call: Call[Any]) -> Any:
         raise NotImplementedError
 
-    def _follow(self, follow: Follow[Any]) -> Any:
+    def _follow(self, f: Follow[Any]) -> Any:
         raise NotImplementedError
 
     def _session(self, call: ExecCall) -> Any:

@@ -3,7 +3,7 @@ envelope, for agents written against that API."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ._call import Call, bare, escape, present
 from ._models import CompatRun, CompatSandbox
@@ -56,7 +56,7 @@ class Compat(Resource[Mode]):
         """Runs Python code (``python3 -c``): the run with its ``result`` (``exit_code``,
         ``stdout``, ...). With ``async_=True`` (the wire's ``async``) it answers at once with
         ``status: "running"``; poll :meth:`get_run` until it is ``done``."""
-        body = {"code": code}
+        body: Dict[str, Any] = {"code": code}
         if timeout is not None:
             body["timeout"] = timeout
         if async_:

@@ -5,14 +5,13 @@ The sync and async clients drive it with their own connections."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from ._call import Call, raw
 from ._errors import AirlockError, TransportError, make_error
-from ._model import Model
 from ._sse import SSEParser
 
-T = TypeVar("T", bound=Model)
+T = TypeVar("T")
 
 #: Reconnections in a row that bring nothing before a follow gives up.
 MAX_RECONNECTS = 5
@@ -41,7 +40,7 @@ class Follow(Generic[T]):
         path: str,
         params: Callable[[int], Sequence[Tuple[str, str]]],
         event: str,
-        model: Type[T],
+        model: Any,
         last: int = 0,
         resume_header: bool = False,
         page: Callable[[Any], List[Any]] = lambda data: list(data or ()),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, TypeVar
+
+H = TypeVar("H", bound="SandboxHandle")
 
 
 class SandboxHandle:
@@ -21,7 +23,7 @@ class SandboxHandle:
 
     #: the Client or AsyncClient that returned this sandbox; set by the client.
     _client: Any = None
-    id: Optional[str]
+    id: str
 
     def _owner(self, want_async: bool) -> Any:
         client = self._client
@@ -32,14 +34,14 @@ class SandboxHandle:
             raise TypeError(f"a Sandbox of {type(client).__name__} is used with '{hint}'")
         return client
 
-    def __enter__(self) -> Any:
+    def __enter__(self: H) -> H:
         self._owner(False)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._owner(False).sandboxes.terminate(self.id, missing_ok=True)
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: H) -> H:
         self._owner(True)
         return self
 

@@ -7,7 +7,7 @@ holds it and how to decode a nested value (another model, a list of them, or pla
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, ClassVar, Dict, Iterable, Mapping, Optional, Tuple, Type, TypeVar, Union
 
 M = TypeVar("M", bound="Model")
 
@@ -71,6 +71,7 @@ def _decode(codec: Codec, value: Any) -> Any:
         if kind == "list":
             return [cls.from_dict(v) if isinstance(v, dict) else v for v in value]
         return {k: cls.from_dict(v) if isinstance(v, dict) else v for k, v in value.items()}
+    assert codec is not None
     return codec.from_dict(value) if isinstance(value, dict) else value
 
 
@@ -95,7 +96,7 @@ def to_wire(cls: Type[Model], value: Any) -> Any:
         return value
     out: Dict[str, Any] = {}
     for key, item in value.items():
-        wire_key = cls._attrs.get(key, key)
+        wire_key = cls._attrs.get(str(key), str(key))
         entry = cls._wire.get(wire_key)
         codec = entry[1] if entry else None
         out[wire_key] = _to_wire_value(codec, item)
@@ -113,6 +114,12 @@ def _to_wire_value(codec: Codec, item: Any) -> Any:
             return {k: to_wire(cls, v) for k, v in item.items()}
         return _encode(item)
     return to_wire(codec, item)
+
+
+def finish(classes: Iterable[Type[Model]]) -> None:
+    """Completes the generated classes' tables: attribute → wire name."""
+    for cls in classes:
+        cls._attrs = {attr: wire for wire, (attr, _) in cls._wire.items()}
 
 
 def wire_object(cls: Type[Model], spec: Optional[Mapping[str, Any]], fields: Mapping[str, Any]) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any, Dict, List, Literal, Optional, Type, Union
 
-from ._model import Model
+from ._model import Model, finish
 from ._handles import SandboxHandle
 
 __all__ = [
@@ -1662,6 +1662,4 @@ SCHEMAS: Dict[str, Type[Model]] = {
     "WebhookRequest": WebhookRequest,
 }
 
-for _cls in SCHEMAS.values():
-    _cls._attrs = {attr: wire for wire, (attr, _) in _cls._wire.items()}
-del _cls
+finish(SCHEMAS.values())

@@ -68,9 +68,9 @@ class Resource(Generic[Mode]):
         self._client = client
 
 
-class _Operation(Generic[P, T]):
+class _Method(Generic[P, T]):
     """A resource method: calls the describing function, runs the description on the bound
-    resource's client."""
+    resource's client. (Its subclasses only tell type checkers what binding gives.)"""
 
     def __init__(self, fn: Callable[..., Any], ids: tuple) -> None:
         self.fn = fn
@@ -94,6 +94,15 @@ class _Operation(Generic[P, T]):
         obj.__dict__[self.name] = method  # found first from now on
         return method
 
+    if not TYPE_CHECKING:
+
+        def __get__(self, obj, owner):
+            return self if obj is None else self._bind(obj)
+
+
+class _Operation(_Method[P, T]):
+    """A method that returns its result on a Client, an awaitable of it on an AsyncClient."""
+
     if TYPE_CHECKING:
 
         @overload
@@ -104,19 +113,14 @@ class _Operation(Generic[P, T]):
         def __get__(self, obj: "Resource[Async]", owner: Any) -> Callable[P, Pending[T]]: ...
         def __get__(self, obj: Any, owner: Any) -> Any: ...
 
-    else:
 
-        def __get__(self, obj, owner):
-            return self if obj is None else self._bind(obj)
-
-
-class _StreamOperation(_Operation[P, T]):
+class _StreamOperation(_Method[P, T]):
     """A method that follows a stream: an iterator on a Client, an async iterator on an
     AsyncClient."""
 
     if TYPE_CHECKING:
 
-        @overload  # type: ignore[override]
+        @overload
         def __get__(self, obj: None, owner: Any) -> "_StreamOperation[P, T]": ...
         @overload
         def __get__(self, obj: "Resource[Sync]", owner: Any) -> Callable[P, Iterator[T]]: ...
@@ -125,13 +129,13 @@ class _StreamOperation(_Operation[P, T]):
         def __get__(self, obj: Any, owner: Any) -> Any: ...
 
 
-class _SessionOperation(_Operation[P, Any]):
+class _SessionOperation(_Method[P, Any]):
     """A method that opens an interactive exec: an ExecSession on a Client, an
     AsyncExecSession on an AsyncClient."""
 
     if TYPE_CHECKING:
 
-        @overload  # type: ignore[override]
+        @overload
         def __get__(self, obj: None, owner: Any) -> "_SessionOperation[P]": ...
         @overload
         def __get__(self, obj: "Resource[Sync]", owner: Any) -> Callable[P, ExecSession]: ...
@@ -145,7 +149,7 @@ def operation(*ids: str) -> Callable[[Callable[Concatenate[Any, P], Union[Call[T
     return lambda fn: _Operation(fn, ids)
 
 
-def stream(*ids: str) -> Callable[[Callable[Concatenate[Any, P], Follow[Any]]], _StreamOperation[P, Any]]:
+def stream(*ids: str) -> Callable[[Callable[Concatenate[Any, P], Follow[T]]], _StreamOperation[P, T]]:
     """Makes a method that returns a Follow into a followed stream."""
     return lambda fn: _StreamOperation(fn, ids)
 

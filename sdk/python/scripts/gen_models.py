@@ -146,7 +146,7 @@ def generate(doc: Dict[str, Any]) -> str:
         "from dataclasses import field as _field",
         "from typing import Any, Dict, List, Literal, Optional, Type, Union",
         "",
-        "from ._model import Model",
+        "from ._model import Model, finish",
     ]
     if mixins:
         out.append(f"from ._handles import {', '.join(mixins)}")
@@ -165,9 +165,7 @@ def generate(doc: Dict[str, Any]) -> str:
     out += [
         "}",
         "",
-        "for _cls in SCHEMAS.values():",
-        "    _cls._attrs = {attr: wire for wire, (attr, _) in _cls._wire.items()}",
-        "del _cls",
+        "finish(SCHEMAS.values())",
         "",
     ]
     return "\n".join(out)

@@ -19,7 +19,7 @@ from airlock._call import Call, Plan
 from airlock._exec import ExecCall
 from airlock._follow import Follow
 from airlock._model import to_wire, wire_object
-from airlock._ops import OPERATIONS, Resource, _Operation
+from airlock._ops import OPERATIONS, Resource, _Method
 
 DOCUMENT = harness.REPO / "api" / "openapi.json"
 
@@ -114,7 +114,7 @@ _ARGS = {"data": b"x", "command": "true", "code": "print(1)", "url": "https://ex
          "dest": io.BytesIO(), "local_dir": ".", "sandbox_dir": "/w"}
 
 
-def _describe(resource: Resource, method: _Operation) -> List[Any]:
+def _describe(resource: Resource, method: _Method) -> List[Any]:
     """What the method sends with its required arguments, and with a sandbox ID too where that
     is optional (snapshots.list, events.list: a sandbox's or the tenant's)."""
     args, kwargs = [], {}
@@ -165,7 +165,7 @@ class Operations(unittest.TestCase):
         for cls in _resource_classes():
             resource = cls(fake)
             for name, method in vars(cls).items():
-                if not isinstance(method, _Operation) or not method.ids:
+                if not isinstance(method, _Method) or not method.ids:
                     continue
                 for desc in _describe(resource, method):
                     if isinstance(desc, Plan):
