@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes build run demo test bench bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean
+.PHONY: all deps wasm-runtimes build run demo test bench bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -92,6 +92,11 @@ bench-network: deps
 
 bench-daemon: deps build
 	$(GO) run ./test/bench/daemon -airlock $(BIN)
+
+# api/openapi.json: the API document the daemon serves, as the SDKs' generators read it. A test
+# (internal/server TestOpenAPIFile) fails when it is stale.
+openapi:
+	$(GO) test ./internal/server -run '^TestOpenAPIFile$$' -update
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

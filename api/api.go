@@ -35,14 +35,14 @@ const (
 // of every field means "the default" (docs/levels.md#resources-and-limits).
 type Spec struct {
 	Name      string `json:"name,omitempty"`
-	Isolation string `json:"isolation,omitempty"`
-	Runtime   string `json:"runtime,omitempty"` // container level: runsc or runc
+	Isolation string `json:"isolation,omitempty" enum:"process,container,wasm,microvm,enclave"`
+	Runtime   string `json:"runtime,omitempty" enum:"runsc,runc"` // container level: runsc or runc
 	AgentID   string `json:"agentId,omitempty"`
 	// Template is the root filesystem: "host" (the default) or one of the operator's templates
 	// (GET /api/v1/templates). Image is the other kind of root.
 	Template    string            `json:"template,omitempty"`
 	Image       string            `json:"image,omitempty"`
-	User        string            `json:"user,omitempty"`
+	User        string            `json:"user,omitempty" enum:"agent,root"`
 	Workdir     string            `json:"workdir,omitempty"`
 	Environment map[string]string `json:"environment,omitempty"`
 	Resources   Resources         `json:"resources"`
@@ -91,8 +91,8 @@ type AgentStdin struct {
 // VolumeMount mounts the operator's volume Name at Path inside the sandbox; ReadOnly makes a
 // writable volume read-only for this sandbox (a read-only volume stays read-only).
 type VolumeMount struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
+	Name     string `json:"name" openapi:"required"`
+	Path     string `json:"path" openapi:"required"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
@@ -120,7 +120,7 @@ type Resources struct {
 
 // Network is the egress policy of docs/network.md#network-policy.
 type Network struct {
-	EgressPolicy string `json:"egressPolicy,omitempty"`
+	EgressPolicy string `json:"egressPolicy,omitempty" enum:"none,restricted,open"`
 	// AllowedDomains are the names a restricted sandbox may reach: "example.com" (that name
 	// only), "*.example.com" (any name below it, not example.com itself), each optionally with
 	// ":PORT" (default: ports 80 and 443).
@@ -135,10 +135,10 @@ type Network struct {
 // http://HOST/ (through the proxy or directly); airlock adds the header and forwards the request
 // over HTTPS to HOST:443. Exactly one of Value and Secret is set; responses never carry Value.
 type Credential struct {
-	Host   string `json:"host"`             // exact host name, e.g. api.openai.com
-	Header string `json:"header"`           // e.g. Authorization
-	Value  string `json:"value,omitempty"`  // the header's value, given at create time
-	Secret string `json:"secret,omitempty"` // or the name of a secret in the daemon's configuration (network.secrets)
+	Host   string `json:"host" openapi:"required"`   // exact host name, e.g. api.openai.com
+	Header string `json:"header" openapi:"required"` // e.g. Authorization
+	Value  string `json:"value,omitempty"`           // the header's value, given at create time
+	Secret string `json:"secret,omitempty"`          // or the name of a secret in the daemon's configuration (network.secrets)
 }
 
 // Filesystem shapes the sandbox's own file tree: paths inside the sandbox (never host paths) the
@@ -172,7 +172,7 @@ const (
 // Sandbox is a sandbox as the API shows it.
 type Sandbox struct {
 	ID     string `json:"id"`
-	Status string `json:"status"`
+	Status string `json:"status" enum:"provisioning,ready,running,paused,completed,failed,terminated"`
 	// Reason is why the sandbox entered its current status (e.g. "idle", "timeout", "daemon_restart").
 	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -227,7 +227,7 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 
 // ExecRequest is the body of POST /api/v1/sandboxes/{id}/exec.
 type ExecRequest struct {
-	Command Command           `json:"command"`
+	Command Command           `json:"command" openapi:"required"`
 	Stdin   string            `json:"stdin,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Workdir string            `json:"workdir,omitempty"`
@@ -281,7 +281,7 @@ type Execution struct {
 	ID        string      `json:"id"`
 	SandboxID string      `json:"sandboxId"`
 	Command   []string    `json:"command"`
-	Status    string      `json:"status"` // running, done, lost (the daemon stopped while it ran)
+	Status    string      `json:"status" enum:"running,done,lost"` // running, done, lost (the daemon stopped while it ran)
 	StartedAt time.Time   `json:"startedAt"`
 	EndedAt   *time.Time  `json:"endedAt,omitempty"`
 	Result    *ExecResult `json:"result,omitempty"`

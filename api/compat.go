@@ -10,7 +10,7 @@ type CompatCreateRequest struct {
 	AgentID string `json:"agent_id,omitempty"`
 	// Mode is container (the default: the daemon's default level, container unless the
 	// operator configured another) or wasm; process is accepted too.
-	Mode   string       `json:"mode,omitempty"`
+	Mode   string       `json:"mode,omitempty" enum:"container,wasm,process"`
 	Config CompatConfig `json:"config"`
 }
 
@@ -61,7 +61,7 @@ const (
 // Times are RFC 3339 in UTC, to the second.
 type CompatSandbox struct {
 	ID        string `json:"sandbox_id"`
-	Status    string `json:"status"`
+	Status    string `json:"status" enum:"provisioning,ready,running,destroyed,error"`
 	Mode      string `json:"mode"`
 	CreatedAt string `json:"created_at"`
 	ExpiresAt string `json:"expires_at"`
@@ -78,7 +78,7 @@ const (
 
 // CompatRunRequest is the body of POST /api/sandbox/{id}/run: Python code to run.
 type CompatRunRequest struct {
-	Code string `json:"code"`
+	Code string `json:"code" openapi:"required"`
 	// Timeout is the run's, in seconds: default CompatRunTimeoutDefault, at most
 	// CompatRunTimeoutMax. A run past it is killed (result.timed_out).
 	Timeout int64 `json:"timeout,omitempty"`
@@ -90,7 +90,7 @@ type CompatRunRequest struct {
 // GET /api/sandbox/{id}/run/{run_id} until Status is no longer "running".
 type CompatRun struct {
 	RunID  string        `json:"run_id"`
-	Status string        `json:"status"` // running, done, failed
+	Status string        `json:"status" enum:"running,done,failed"` // running, done, failed
 	Result *CompatResult `json:"result,omitempty"`
 	Error  string        `json:"error,omitempty"` // why a failed run has no result
 }

@@ -29,7 +29,7 @@ type ImageConfig struct {
 
 // PullRequest is the body of POST /api/v1/images.
 type PullRequest struct {
-	Ref string `json:"ref"` // e.g. "python:3.12-slim" (Docker Hub), "ghcr.io/org/app:v1", "repo@sha256:..."
+	Ref string `json:"ref" openapi:"required"` // e.g. "python:3.12-slim" (Docker Hub), "ghcr.io/org/app:v1", "repo@sha256:..."
 }
 
 // ImageRemoval is the answer of DELETE /api/v1/images/{ref} and POST /api/v1/images/prune. A

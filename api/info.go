@@ -6,7 +6,7 @@ import "time"
 type FileInfo struct {
 	Name    string    `json:"name"`
 	Path    string    `json:"path"`
-	Type    string    `json:"type"` // file, dir, symlink, other
+	Type    string    `json:"type" enum:"file,dir,symlink,other"` // file, dir, symlink, other
 	Size    int64     `json:"size"`
 	Mode    string    `json:"mode"` // permission bits in octal, e.g. "0644"
 	ModTime time.Time `json:"modTime"`

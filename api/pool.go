@@ -13,7 +13,7 @@ type Pool struct {
 	// with the pool's own policy; give it restricted with no allowed domains: nothing is reachable.
 	Spec Spec `json:"spec"`
 	// Size is how many ready sandboxes the pool keeps (1 to 256).
-	Size int `json:"size"`
+	Size int `json:"size" openapi:"required"`
 	// RefillPerSecond caps how many sandboxes the pool starts per second to refill (default 10).
 	RefillPerSecond float64 `json:"refillPerSecond,omitempty"`
 	// MaxAgeSeconds is how long an unclaimed sandbox waits before it is recycled: ended and
@@ -26,7 +26,7 @@ type PoolStatus struct {
 	Pool
 	// Source is "config" for a pool of the daemon's configuration file (changed only there) and
 	// "api" for one made through the API.
-	Source  string `json:"source"`
+	Source  string `json:"source" enum:"config,api"`
 	Ready   int    `json:"ready"`   // sandboxes waiting to be claimed
 	Warming int    `json:"warming"` // sandboxes being created
 	// Claims counts creates that got a ready sandbox; Misses those that matched the pool but

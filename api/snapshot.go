@@ -41,7 +41,7 @@ type Snapshot struct {
 
 // RestoreRequest is the body of POST /api/v1/sandboxes/{id}/restore.
 type RestoreRequest struct {
-	SnapshotID string `json:"snapshotId"`
+	SnapshotID string `json:"snapshotId" openapi:"required"`
 }
 
 // Restore is the answer to POST /api/v1/sandboxes/{id}/restore, seed 000's shape: the sandbox's

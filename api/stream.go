@@ -95,7 +95,7 @@ type EventPage struct {
 type LogEntry struct {
 	Seq         int64     `json:"seq"`
 	Time        time.Time `json:"time"`
-	Stream      string    `json:"stream"` // stdout, stderr or event
+	Stream      string    `json:"stream" enum:"stdout,stderr,event"` // stdout, stderr or event
 	ExecutionID string    `json:"executionId,omitempty"`
 	Data        string    `json:"data,omitempty"`
 	Event       *Event    `json:"event,omitempty"`
@@ -120,7 +120,7 @@ const (
 // Daemon to client: "started" (ExecutionID), "stdout"/"stderr" (Data), then one "exit" (Result)
 // or "error" (Error), after which the daemon closes the connection.
 type Frame struct {
-	Type        string      `json:"type"`
+	Type        string      `json:"type" enum:"start,stdin,resize,eof,signal,started,stdout,stderr,exit,error"`
 	Start       *ExecStart  `json:"start,omitempty"`
 	Data        []byte      `json:"data,omitempty"` // base64 in JSON
 	Rows        uint16      `json:"rows,omitempty"`

@@ -7,7 +7,7 @@ type WebhookRequest struct {
 	// URL receives the deliveries: an absolute http or https URL with a host and no user
 	// information. Loopback, private and link-local addresses are refused unless the daemon's
 	// webhooks.allowPrivateNetworks is set; cloud metadata addresses always.
-	URL string `json:"url"`
+	URL string `json:"url" openapi:"required"`
 	// Events selects the events delivered: exact types ("exec.exited"), prefixes ending in "."
 	// ("limit.") or "*" for every event of the tenant. Empty means lifecycle and limit events:
 	// ["sandbox.", "limit."].
@@ -45,7 +45,7 @@ type WebhookDelivery struct {
 	// Status is pending (waiting for its first attempt or a retry), delivered (a 2xx answer),
 	// failed (a refusal that is not retried, or the last attempt failed) or dropped (never sent:
 	// the daemon's queue or the webhook's backlog was full).
-	Status   string `json:"status"`
+	Status   string `json:"status" enum:"pending,delivered,failed,dropped"`
 	Attempts int    `json:"attempts"`
 	// ResponseStatus is the receiver's HTTP status at the last attempt (0: no answer).
 	ResponseStatus int        `json:"responseStatus,omitempty"`

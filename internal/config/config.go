@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,6 +62,9 @@ type Config struct {
 	// Templates are host directories used as a sandbox's root filesystem (copy-on-write, the
 	// process level), by name: a create's template: NAME.
 	Templates map[string]TemplateConfig `json:"templates"`
+	// Agents are agents tenants name by ID: a create with agentId: NAME and no agent of its own
+	// runs this one's command when started (seed 000's create({agentId}), then start()).
+	Agents map[string]AgentConfig `json:"agents"`
 	// Tenants are the tenants' quotas: Defaults for every tenant, Overrides by tenant name.
 	Tenants TenantsConfig `json:"tenants"`
 	// Pools are warm pools the daemon keeps from its start (see api.Pool: name, spec, size,
@@ -98,6 +102,17 @@ type VolumeConfig struct {
 type TemplateConfig struct {
 	Dir     string   `json:"dir"`
 	Tenants []string `json:"tenants"`
+}
+
+// AgentConfig is one agent of the operator's: the command a sandbox of its agentId runs when
+// started (a string run by /bin/sh -c, or an argv array), the variables it adds, its working
+// directory inside the sandbox (default the sandbox's), and the tenants that may name it ("*"
+// for all).
+type AgentConfig struct {
+	Command api.Command       `json:"command"`
+	Env     map[string]string `json:"env"`
+	Workdir string            `json:"workdir"`
+	Tenants []string          `json:"tenants"`
 }
 
 // TenantsConfig holds the tenants' quotas (docs/security.md#who-is-trusted-with-what). A quota field left at zero takes its
@@ -316,6 +331,20 @@ func (c Config) checkGrants() error {
 			return err
 		}
 	}
+	for n, a := range c.Agents {
+		if !api.ValidName(n) {
+			return fmt.Errorf("config: agents: %q is not a name (1-64 letters, digits, '.', '_' or '-')", n)
+		}
+		if len(a.Command) == 0 || a.Command[0] == "" {
+			return fmt.Errorf("config: agents[%s].command: the agent's command is required", n)
+		}
+		if a.Workdir != "" && !path.IsAbs(a.Workdir) {
+			return fmt.Errorf("config: agents[%s].workdir: %q must be an absolute path inside the sandbox", n, a.Workdir)
+		}
+		if len(a.Tenants) == 0 {
+			return fmt.Errorf("config: agents[%s]: name the tenants that may use it (tenants: [\"*\"] for all)", n)
+		}
+	}
 	quotas := map[string]api.Quota{"defaults": c.Tenants.Defaults}
 	for n, q := range c.Tenants.Overrides {
 		if !api.ValidName(n) {
@@ -387,12 +416,15 @@ func checkLoan(kind, name, dir string, tenants []string) error {
 // and their quotas; levels.Config.Grants adds the images and secrets of the sections.
 func (c Config) Grants() *tenancy.Grants {
 	g := &tenancy.Grants{Volumes: map[string]tenancy.Volume{}, Templates: map[string]tenancy.Template{},
-		Secrets: map[string]tenancy.Secret{}, Quotas: map[string]api.Quota{}}
+		Secrets: map[string]tenancy.Secret{}, Agents: map[string]tenancy.Agent{}, Quotas: map[string]api.Quota{}}
 	for n, v := range c.Volumes {
 		g.Volumes[n] = tenancy.Volume{HostPath: v.HostPath, ReadOnly: v.ReadOnly, Tenants: v.Tenants}
 	}
 	for n, t := range c.Templates {
 		g.Templates[n] = tenancy.Template{Dir: t.Dir, Tenants: t.Tenants}
+	}
+	for n, a := range c.Agents {
+		g.Agents[n] = tenancy.Agent{Agent: api.Agent{Command: a.Command, Env: a.Env, Workdir: a.Workdir}, Tenants: a.Tenants}
 	}
 	g.Quota = c.quota(c.Tenants.Defaults)
 	for n, q := range c.Tenants.Overrides {

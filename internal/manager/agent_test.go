@@ -13,6 +13,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tenancy"
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
@@ -189,6 +190,42 @@ func TestAgentRefusals(t *testing.T) {
 	}
 	if s, _ := statusOf(t, m, ctx, sb.ID); s != api.StatusReady {
 		t.Errorf("after a refused start: %s, want ready", s)
+	}
+}
+
+// TestAgentOfTheOperator: a create that names an agentId of the operator's agents (granted to
+// its tenant) and no agent of its own runs that agent when started (seed 000's create({agentId})
+// then start()); for a tenant it is not granted to, the agentId stays a label and start is a 409
+// naming agent; an agent given in the create wins.
+func TestAgentOfTheOperator(t *testing.T) {
+	st := openStore(t)
+	f := drivertest.NewFake()
+	g := &tenancy.Grants{Agents: map[string]tenancy.Agent{"scanner": {Agent: api.Agent{Command: api.Shell("agent scanning")}, Tenants: []string{"t1"}}}}
+	m := testManagerWith(t, st, f, Config{Grants: g})
+	ctx := tenant.With(context.Background(), "t1")
+	sb, err := m.Create(ctx, sandbox.Spec{AgentID: "scanner"})
+	if err != nil || sb.Agent == nil || !slices.Contains(sb.Agent.Command, "agent scanning") {
+		t.Fatalf("create: %+v %v", sb.Agent, err)
+	}
+	if got, err := m.Start(ctx, sb.ID); err != nil || got.Status != api.StatusRunning {
+		t.Fatalf("start: %s %v", got.Status, err)
+	}
+	eventually(t, "the operator's agent's output in the log", func() bool {
+		return strings.Contains(agentLog(t, m, ctx, sb.ID), "stdout:scanning\n")
+	})
+
+	own, err := m.Create(ctx, sandbox.Spec{AgentID: "scanner", Agent: &api.Agent{Command: []string{"agent", "mine"}}})
+	if err != nil || own.Agent == nil || !slices.Equal(own.Agent.Command, []string{"agent", "mine"}) {
+		t.Errorf("a create's own agent: %+v %v", own.Agent, err)
+	}
+
+	t2 := tenant.With(context.Background(), "t2")
+	other, err := m.Create(t2, sandbox.Spec{AgentID: "scanner"})
+	if err != nil || other.Agent != nil || other.AgentID != "scanner" {
+		t.Fatalf("another tenant's create: %+v %v", other.Agent, err)
+	}
+	if _, err := m.Start(t2, other.ID); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("start of a sandbox whose agentId is not granted: %v, want a 409", err)
 	}
 }
 

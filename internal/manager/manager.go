@@ -179,6 +179,11 @@ func (m *Manager) createSpec(ctx context.Context, spec sandbox.Spec) (sandbox.Sp
 		}
 		spec, from = s, &sn
 	}
+	if spec.Agent == nil && spec.AgentID != "" {
+		if ag, ok := m.cfg.Grants.AgentFor(tenant.From(ctx), tenant.IsAdmin(ctx), spec.AgentID); ok {
+			spec.Agent = &ag // the operator's agent of that ID (config agents)
+		}
+	}
 	defaulted := spec.Isolation == ""
 	if defaulted {
 		spec.Isolation = m.cfg.DefaultIsolation

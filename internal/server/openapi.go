@@ -41,10 +41,10 @@ func buildOpenAPI(version string) obj {
 	g := &schemaGen{defs: obj{}}
 	errResp := obj{"description": "error", "content": obj{"application/json": obj{"schema": obj{
 		"type": "object", "required": []string{"ok", "error"},
-		"properties": obj{"ok": obj{"const": false}, "error": g.schema(reflect.TypeFor[api.Error]())},
+		"properties": obj{"ok": obj{"const": false}, "error": g.schema(reflect.TypeFor[api.Error](), false)},
 	}}}}
 	// The compatibility surface's errors: {"error": {...}}, no envelope.
-	bareErrResp := obj{"description": "error", "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeFor[api.CompatError]())}}}
+	bareErrResp := obj{"description": "error", "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeFor[api.CompatError](), false)}}}
 	paths := obj{}
 	for _, rt := range routes() {
 		op := obj{"summary": rt.doc.summary, "operationId": operationID(rt)}
@@ -72,7 +72,7 @@ func buildOpenAPI(version string) obj {
 		}
 		switch {
 		case rt.doc.body != nil:
-			op["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.doc.body))}}}
+			op["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.doc.body), true)}}}
 		case rt.doc.rawBody:
 			op["requestBody"] = obj{"required": true, "content": obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}}
 		}
@@ -83,9 +83,9 @@ func buildOpenAPI(version string) obj {
 		case rt.doc.rawResp:
 			ok["content"] = obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}
 		case rt.doc.resp != nil && rt.doc.bare:
-			ok["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.doc.resp))}}
+			ok["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.doc.resp), false)}}
 		case rt.doc.resp != nil:
-			data := g.schema(reflect.TypeOf(rt.doc.resp))
+			data := g.schema(reflect.TypeOf(rt.doc.resp), false)
 			ok["content"] = obj{"application/json": obj{"schema": obj{
 				"type": "object", "required": []string{"ok", "data"},
 				"properties": obj{"ok": obj{"const": true}, "data": data},
@@ -131,7 +131,12 @@ func operationID(rt route) string {
 	return strings.ToLower(rt.method) + strings.NewReplacer("/", "-", ".", "-").Replace(p)
 }
 
-// schemaGen turns Go types into JSON Schema, with named structs as components.
+// schemaGen turns Go types into JSON Schema, with named structs as components. A struct has two
+// schemas where they differ: X, as answers carry it (required: every field without omitempty,
+// since an answer always has it), and XInput, as a request may send it (required: only the fields
+// tagged openapi:"required"; the daemon fills in the rest). Request bodies refer to the input
+// schemas, answers to the others. Field tags add what reflection cannot see: `openapi:"required"`
+// and `enum:"a,b,c"` (the values a string takes).
 type schemaGen struct{ defs obj }
 
 var (
@@ -140,7 +145,8 @@ var (
 	vcpuType    = reflect.TypeFor[api.VCPU]()
 )
 
-func (g *schemaGen) schema(t reflect.Type) obj {
+// schema is t's schema; in asks for the input schemas of structs (above).
+func (g *schemaGen) schema(t reflect.Type, in bool) obj {
 	switch {
 	case t == timeType:
 		return obj{"type": "string", "format": "date-time"}
@@ -152,7 +158,7 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return g.schema(t.Elem())
+		return g.schema(t.Elem(), in)
 	case reflect.String:
 		return obj{"type": "string"}
 	case reflect.Bool:
@@ -165,42 +171,78 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 		if t.Elem().Kind() == reflect.Uint8 {
 			return obj{"type": "string", "contentEncoding": "base64"}
 		}
-		return obj{"type": "array", "items": g.schema(t.Elem())}
+		return obj{"type": "array", "items": g.schema(t.Elem(), in)}
 	case reflect.Map:
-		return obj{"type": "object", "additionalProperties": g.schema(t.Elem())}
+		return obj{"type": "object", "additionalProperties": g.schema(t.Elem(), in)}
 	case reflect.Interface:
 		return obj{}
 	case reflect.Struct:
-		name := t.Name()
-		if _, done := g.defs[name]; !done {
-			g.defs[name] = obj{} // placeholder against recursion
-			props := obj{}
-			g.fields(t, props)
-			g.defs[name] = obj{"type": "object", "properties": props}
-		}
-		return obj{"$ref": "#/components/schemas/" + name}
+		return obj{"$ref": "#/components/schemas/" + g.component(t, in)}
 	}
 	return obj{}
 }
 
-// fields adds t's JSON fields to props; embedded structs are flattened, as encoding/json does.
-func (g *schemaGen) fields(t reflect.Type, props obj) {
+// component defines t's schema (the input one when in) among the components, and returns its
+// name: t's name, with "Input" when the input schema differs from the answer's.
+func (g *schemaGen) component(t reflect.Type, in bool) string {
+	name := t.Name()
+	if in {
+		out := g.defs[g.component(t, false)]
+		s := g.object(t, name+"Input", true)
+		if reflect.DeepEqual(s, out) {
+			delete(g.defs, name+"Input")
+			return name
+		}
+		return name + "Input"
+	}
+	g.object(t, name, false)
+	return name
+}
+
+// object defines the component name as t's object schema, once, and returns it.
+func (g *schemaGen) object(t reflect.Type, name string, in bool) obj {
+	if s, done := g.defs[name].(obj); done {
+		return s
+	}
+	g.defs[name] = obj{} // placeholder against recursion
+	props := obj{}
+	var required []string
+	g.fields(t, props, &required, in)
+	s := obj{"type": "object", "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	g.defs[name] = s
+	return s
+}
+
+// fields adds t's JSON fields to props, and those a message of its kind always has (in: a request
+// must send) to required; embedded structs are flattened, as encoding/json does.
+func (g *schemaGen) fields(t reflect.Type, props obj, required *[]string, in bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if tag == "-" {
 			continue
 		}
 		if f.Anonymous && tag == "" {
-			g.fields(f.Type, props)
+			g.fields(f.Type, props, required, in)
 			continue
 		}
 		if tag == "" {
 			tag = f.Name
 		}
-		props[tag] = g.schema(f.Type)
+		s := g.schema(f.Type, in)
+		if enum := f.Tag.Get("enum"); enum != "" {
+			s["enum"] = strings.Split(enum, ",")
+		}
+		props[tag] = s
+		omitted := strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
+		if in && f.Tag.Get("openapi") == "required" || !in && !omitted {
+			*required = append(*required, tag)
+		}
 	}
 }

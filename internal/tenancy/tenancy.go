@@ -7,6 +7,7 @@ package tenancy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -30,6 +31,14 @@ type Volume struct {
 // Template is a host directory used as a sandbox's root filesystem (copy-on-write).
 type Template struct {
 	Dir     string
+	Tenants []string
+}
+
+// Agent is an agent the operator defines once for tenants to name by ID: a create with
+// agentId: NAME (and no agent of its own) gets its command, environment and working directory,
+// so that seed 000's create({agentId}) then start() runs it.
+type Agent struct {
+	Agent   api.Agent
 	Tenants []string
 }
 
@@ -65,6 +74,7 @@ type Grants struct {
 	Volumes   map[string]Volume
 	Templates map[string]Template
 	Secrets   map[string]Secret
+	Agents    map[string]Agent
 	Images    Images
 	// Quota is every tenant's, unless Quotas has one of its name.
 	Quota  Quota
@@ -139,6 +149,20 @@ func hostAllowed(patterns []string, host string) bool {
 
 func canonicalHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+}
+
+// AgentFor returns the operator's agent called id if tenant may use it (admin: any). An agentId
+// that names none, or one not granted, is only a label: the caller gets false, and cannot tell
+// which.
+func (g *Grants) AgentFor(tenant string, admin bool, id string) (api.Agent, bool) {
+	a, ok := g.Agents[id]
+	if !ok || !admin && !granted(a.Tenants, tenant) {
+		return api.Agent{}, false
+	}
+	ag := a.Agent
+	ag.Command = slices.Clone(ag.Command)
+	ag.Env = maps.Clone(ag.Env)
+	return ag, true
 }
 
 // Resolve fills in the host paths spec stands for: its volumes' directories as Binds, its

@@ -20,6 +20,7 @@ func grants() *Grants {
 			"openai": {Hosts: []string{"api.openai.com"}, Tenants: []string{"t1"}},
 			"gh":     {Hosts: []string{"*.github.com"}, Tenants: []string{Everyone}},
 		},
+		Agents: map[string]Agent{"scanner": {Agent: api.Agent{Command: api.Shell("scan"), Env: map[string]string{"MODE": "full"}}, Tenants: []string{"t1"}}},
 		Images: Images{Allowed: []string{"docker.io/library/python:*", "ghcr.io/acme/*"}, Registries: []string{"docker.io", "ghcr.io"}},
 		Quota:  Quota{MaxSandboxes: 5},
 		Quotas: map[string]Quota{"big": {MaxSandboxes: 50}},
@@ -67,6 +68,32 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("error %#v, want a 403 %s on %s", err, c.code, c.field)
 			}
 		})
+	}
+}
+
+// TestAgentFor: an agentId names the operator's agent for a tenant it is granted to (and an
+// admin), a copy the caller may change; for others, and for unknown IDs, it is only a label.
+func TestAgentFor(t *testing.T) {
+	g := grants()
+	for _, c := range []struct {
+		name, tenant, id string
+		admin, want      bool
+	}{
+		{"granted", "t1", "scanner", false, true},
+		{"not granted", "t2", "scanner", false, false},
+		{"admin", "operator", "scanner", true, true},
+		{"unknown", "t1", "019agent-scanner-...", false, false},
+	} {
+		ag, ok := g.AgentFor(c.tenant, c.admin, c.id)
+		if ok != c.want || ok && (len(ag.Command) != 3 || ag.Command[2] != "scan" || ag.Env["MODE"] != "full") {
+			t.Errorf("%s: %+v %v, want %v", c.name, ag, ok, c.want)
+		}
+		if ok {
+			ag.Command[2], ag.Env["MODE"] = "changed", "changed"
+		}
+	}
+	if a := g.Agents["scanner"].Agent; a.Command[2] != "scan" || a.Env["MODE"] != "full" {
+		t.Errorf("a caller changed the operator's agent: %+v", a)
 	}
 }
 
