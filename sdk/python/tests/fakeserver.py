@@ -5,6 +5,7 @@ connection, dropping a stream in the middle)."""
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from typing import Callable, Dict, List, NamedTuple, Optional, Union
 
@@ -32,12 +33,13 @@ Handler = Callable[[Request], Answer]
 class FakeServer:
     """Serves ``handler`` on 127.0.0.1 until closed; ``requests`` records what came."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, tls: Optional[ssl.SSLContext] = None) -> None:
         self.handler = handler
+        self._tls = tls
         self.requests: List[Request] = []
         self.connections = 0
         self._sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self._sock.getsockname()[1]}"
         self._threads: List[threading.Thread] = []
         self._conns: List[socket.socket] = []
         t = threading.Thread(target=self._accept, daemon=True)
@@ -79,6 +81,12 @@ class FakeServer:
             self._threads.append(t)
 
     def _serve(self, conn: socket.socket, n: int) -> None:
+        if self._tls is not None:
+            try:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            except (OSError, ssl.SSLError):
+                conn.close()
+                return
         f = conn.makefile("rb")
         try:
             index = 0

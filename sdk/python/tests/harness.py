@@ -39,15 +39,15 @@ AGENT_ID = "scanner"
 AGENT_COMMAND = "echo scanning; sleep 3; echo scan done"
 
 
-def config(agents: bool = True) -> Dict[str, Any]:
-    """The daemon's configuration for the tests."""
-    cfg: Dict[str, Any] = {
+def config() -> Dict[str, Any]:
+    """The daemon's configuration for the tests: process-level sandboxes by default (the seed
+    test names container itself), the agent seed 000's snippet starts, and a tenant that may
+    have one sandbox (for the 429 test)."""
+    return {
         "defaults": {"isolation": "process"},
+        "agents": {AGENT_ID: {"command": AGENT_COMMAND, "tenants": ["*"]}},
         "tenants": {"overrides": {"limited": {"maxSandboxes": 1}}},
     }
-    if agents:
-        cfg["agents"] = {AGENT_ID: {"command": AGENT_COMMAND, "tenants": ["*"]}}
-    return cfg
 
 
 class Daemon:
@@ -61,8 +61,6 @@ class Daemon:
         self._conf_dir = tempfile.mkdtemp(prefix="airlock-sdk-py-conf-")
         self.keys: Dict[str, str] = {}
         self.url = ""
-        #: whether the daemon knows operator-defined agents (config key "agents").
-        self.agents = True
         self._proc: Optional[subprocess.Popen] = None
         self._log: List[str] = []
         self._clients: List[airlock.Client] = []
@@ -77,14 +75,7 @@ class Daemon:
         for tenant in TENANTS:
             self.keys[tenant] = self._key("--tenant", tenant)
         self.keys["admin"] = self._key("--admin")
-        try:
-            self._serve(config(agents=True))
-        except RuntimeError as e:
-            if 'unknown field "agents"' not in str(e):
-                raise
-            # A daemon from before operator-defined agents: the seed test says so and skips.
-            self.agents = False
-            self._serve(config(agents=False))
+        self._serve(config())
 
     def _key(self, *args: str) -> str:
         out = subprocess.run([self.bin, "keys", "create", *args, "--data-dir", self.data_dir],

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import socket
+import ssl
+import subprocess
+import tempfile
 import unittest
 from typing import Any, Awaitable, Callable, Iterator
 from unittest import mock
@@ -271,9 +275,34 @@ class Transport(unittest.TestCase):
         with self.assertRaises(ConnectionRefusedError):
             asyncio.run(go())
 
-    def test_configuration(self) -> None:
-        import os
+    def test_https(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+            try:
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                                "-keyout", key, "-out", cert], check=True, capture_output=True, timeout=60)
+            except (OSError, subprocess.CalledProcessError) as e:
+                self.skipTest(f"no openssl to make a certificate: {e}")
+            server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            server.load_cert_chain(cert, key)
+            trusting = ssl.create_default_context(cafile=cert)
 
+            async def go(url: str) -> None:
+                async with airlock.AsyncClient("k", url, ssl_context=trusting) as ac:
+                    self.assertEqual((await ac.sandboxes.get("sbx_1")).id, "sbx_1")
+                    self.assertEqual((await ac.sandboxes.get("sbx_1")).id, "sbx_1")
+
+            with FakeServer(_sandbox, tls=server) as srv:
+                self.assertTrue(srv.url.startswith("https://"))
+                with airlock.Client("k", srv.url, ssl_context=trusting) as c:
+                    self.assertEqual([c.sandboxes.get("sbx_1").id for _ in range(2)], ["sbx_1", "sbx_1"])
+                asyncio.run(go(srv.url))
+                self.assertEqual(srv.connections, 2)  # one kept alive per client
+                with airlock.Client("k", srv.url) as untrusting, self.assertRaises(ssl.SSLError):
+                    untrusting.health()  # the system's CAs do not know this certificate
+
+    def test_configuration(self) -> None:
         with mock.patch.dict(os.environ, {"AIRLOCK_TOKEN": "", "AIRLOCK_HOST": ""}):
             with self.assertRaisesRegex(ValueError, "AIRLOCK_TOKEN"):
                 airlock.Client()

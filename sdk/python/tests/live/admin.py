@@ -64,15 +64,22 @@ class Admin(unittest.TestCase):
 
     def test_webhooks(self) -> None:
         c = harness.client()
-        hook = c.webhooks.create("https://hooks.example.com/airlock", events=["sandbox.status"], description="sdk-py")
-        self.addCleanup(c.webhooks.delete, hook.id)
+        url = "https://hooks.example.invalid/airlock"  # a name that never resolves
+        hook = c.webhooks.create(url, events=["sandbox.status"], description="sdk-py")
         self.assertTrue(hook.id.startswith("whk_"))
         self.assertTrue(hook.secret)
-        self.assertEqual(c.webhooks.get(hook.id).url, "https://hooks.example.com/airlock")
+        self.assertEqual((c.webhooks.get(hook.id).url, c.webhooks.get(hook.id).secret), (url, None))
         self.assertIn(hook.id, [w.id for w in c.webhooks.list()])
         self.assertEqual(c.webhooks.deliveries(hook.id, limit=5), [])
         with self.assertRaises(airlock.NotFoundError):
             harness.client("t2").webhooks.get(hook.id)
+        delivery = c.webhooks.test(hook.id)
+        self.assertEqual((delivery.event_type, delivery.status), ("webhook.test", "failed"))
+        self.assertIn("hooks.example.invalid", delivery.error)
+        self.assertEqual([d.id for d in c.webhooks.deliveries(hook.id)], [delivery.id])
+        self.assertEqual(c.webhooks.delete(hook.id).id, hook.id)
+        with self.assertRaises(airlock.NotFoundError):
+            c.webhooks.get(hook.id)
 
     def test_daemon_routes(self) -> None:
         c = harness.client()

@@ -3,40 +3,41 @@ follow → terminate."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import unittest
 
 import harness
+
+import airlock
 
 
 class SeedSnippet(unittest.TestCase):
     def test_seed_000_flow(self) -> None:
         d = harness.current()
-        if not d.agents:
-            self.skipTest("this daemon has no operator-defined agents (config key agents)")
-        import airlock
-
-        drd = airlock.Client(api_key=d.keys["t1"], base_url=d.url)
-        self.addCleanup(drd.close)
-
-        # The snippet of seed 000, in this SDK's spelling.
-        sandbox = drd.sandboxes.create(
-            name="test-agent-v2",
-            isolation="container",
-            agent_id=harness.AGENT_ID,
-            resources={"cpu": "2.0", "memory_mb": 4096},
-            network={"egress_policy": "restricted"},
-        )
-        self.addCleanup(drd.sandboxes.terminate, sandbox.id, missing_ok=True)
-        started = drd.sandboxes.start(sandbox.id)
-        result = drd.sandboxes.exec(sandbox.id, "python3 /app/agent.py --test-suite full", timeout=120)
-        print(f"Exit code: {result.exit_code}")
-        print(f"Output: {result.stdout}")
+        printed = io.StringIO()
         lines = []
-        for line in drd.sandboxes.logs(sandbox.id, follow=True):
-            print(f"[{line.timestamp}] {line.message}")
-            lines.append(line)
-        ended = drd.sandboxes.get(sandbox.id)
-        terminated = drd.sandboxes.terminate(sandbox.id)
+        with contextlib.redirect_stdout(printed):
+            # The snippet of seed 000, in this SDK's spelling.
+            drd = airlock.Client(api_key=d.keys["t1"], base_url=d.url)
+            sandbox = drd.sandboxes.create(
+                name="test-agent-v2",
+                isolation="container",
+                agent_id=harness.AGENT_ID,
+                resources={"cpu": "2.0", "memory_mb": 4096},
+                network={"egress_policy": "restricted"},
+            )
+            self.addCleanup(drd.sandboxes.terminate, sandbox.id, missing_ok=True)
+            started = drd.sandboxes.start(sandbox.id)
+            result = drd.sandboxes.exec(sandbox.id, "python3 /app/agent.py --test-suite full", timeout=120)
+            print(f"Exit code: {result.exit_code}")
+            print(f"Output: {result.stdout}")
+            for line in drd.sandboxes.logs(sandbox.id, follow=True):
+                print(f"[{line.timestamp}] {line.message}")
+                lines.append(line)
+            ended = drd.sandboxes.get(sandbox.id)
+            terminated = drd.sandboxes.terminate(sandbox.id)
+        self.addCleanup(drd.close)
 
         # What each step answered.
         self.assertTrue(sandbox.id.startswith("sbx_"))
@@ -61,3 +62,8 @@ class SeedSnippet(unittest.TestCase):
         self.assertEqual(seqs, sorted(set(seqs)), "entries in order, none twice")
         self.assertEqual(ended.status, "completed")
         self.assertEqual(terminated.status, "terminated")
+        out = printed.getvalue()
+        self.assertTrue(out.startswith("Exit code: 2\nOutput: \n["), out)
+        self.assertIn(f"[{lines[0].timestamp}] provisioning\n", out)
+        self.assertIn("] scanning\n", out)
+        self.assertIn("] scan done\n", out)
