@@ -137,6 +137,7 @@ class _Connections:
         self._ep = ep
         self._timeout = timeout
         self._idle: List[_Conn] = []
+        self._closed = False  # close() was called: connections are no longer kept
 
     async def connect(self, timeout: Optional[float]) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         ep = self._ep
@@ -157,7 +158,7 @@ class _Connections:
 
     def release(self, resp: _Response) -> None:
         """Gives a connection back after its answer was read whole (or closes it)."""
-        if resp.done and resp._reusable and len(self._idle) < MAX_IDLE:
+        if resp.done and resp._reusable and not self._closed and len(self._idle) < MAX_IDLE:
             self._idle.append(resp.conn)
         else:
             resp.conn.close()
@@ -244,10 +245,20 @@ class _Connections:
         body = await self._read(resp, resp.body())
         return call.result(resp.status, resp.headers, body)
 
-    def close(self) -> None:
-        idle, self._idle = self._idle, []
+    async def close(self) -> None:
+        idle, self._idle, self._closed = self._idle, [], True
         for conn in idle:
             conn.close()
+            await _closed(conn.writer)
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    """Waits until a closed writer's socket is released (so that nothing is left for a loop
+    about to end)."""
+    try:
+        await writer.wait_closed()
+    except (OSError, asyncio.CancelledError):
+        pass
 
 
 async def _copy(resp: _Response, sink: Any) -> int:
@@ -343,7 +354,7 @@ class AsyncClient(ClientBase[Async]):
 
     async def close(self) -> None:
         """Closes the kept-alive connections."""
-        self._http.close()
+        await self._http.close()
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -444,3 +455,4 @@ class AsyncExecSession(SessionControls[Awaitable[None]]):
             pass
         finally:
             writer.close()
+        await _closed(writer)

@@ -51,7 +51,8 @@ class _Connections:
         self._ep = ep
         self._timeout = timeout
         self._idle: List[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()  # guards _idle
+        self._closed = False  # close() was called: connections are no longer kept
+        self._lock = threading.Lock()  # guards _idle and _closed
 
     def _new(self) -> http.client.HTTPConnection:
         ep = self._ep
@@ -74,7 +75,7 @@ class _Connections:
             conn.close()
             return
         with self._lock:
-            if len(self._idle) < MAX_IDLE:
+            if not self._closed and len(self._idle) < MAX_IDLE:
                 self._idle.append(conn)
                 return
         conn.close()
@@ -128,8 +129,10 @@ class _Connections:
         return call.result(resp.status, _headers(resp), body)
 
     def close(self) -> None:
+        """Closes the idle connections; those in use close when their call ends. (A call made
+        after close still works, on a connection of its own.)"""
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle, self._idle, self._closed = self._idle, [], True
         for conn in idle:
             conn.close()
 
@@ -173,6 +176,7 @@ def _copy(resp: http.client.HTTPResponse, sink: IO[bytes]) -> int:
     while True:
         chunk = resp.read1(CHUNK)
         if not chunk:
+            resp.read()  # marks the answer read whole, so that its connection is kept
             return n
         sink.write(chunk)
         n += len(chunk)

@@ -20,6 +20,7 @@ class SeedSnippet(unittest.TestCase):
         with contextlib.redirect_stdout(printed):
             # The snippet of seed 000, in this SDK's spelling.
             drd = airlock.Client(api_key=d.keys["t1"], base_url=d.url)
+            self.addCleanup(drd.close)  # after the cleanup below
             sandbox = drd.sandboxes.create(
                 name="test-agent-v2",
                 isolation="container",
@@ -37,7 +38,6 @@ class SeedSnippet(unittest.TestCase):
                 lines.append(line)
             ended = drd.sandboxes.get(sandbox.id)
             terminated = drd.sandboxes.terminate(sandbox.id)
-        self.addCleanup(drd.close)
 
         # What each step answered.
         self.assertTrue(sandbox.id.startswith("sbx_"))
