@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, AsyncIterator, Awaitable, Deque, Dict, List, Optional, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Deque, Dict, List, Optional, Tuple, TypeVar
 
 from ._call import NO_TIMEOUT, Call, Pending, Plan, bind
 from ._client import ClientBase
@@ -58,9 +58,11 @@ class _Conn:
         self.reused = False
 
     def usable(self) -> bool:
+        """False when the server closed it while it was idle."""
         return not self.reader.at_eof() and not self.writer.is_closing()
 
     def close(self) -> None:
+        """Closes it (the socket goes once the loop has run the close)."""
         self.writer.close()
 
 
@@ -140,6 +142,7 @@ class _Connections:
         self._closed = False  # close() was called: connections are no longer kept
 
     async def connect(self, timeout: Optional[float]) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A new connection to the daemon (TLS for https)."""
         ep = self._ep
         return await _io(
             asyncio.open_connection(ep.host, ep.port, ssl=ep.ssl_context,
@@ -246,6 +249,7 @@ class _Connections:
         return call.result(resp.status, resp.headers, body)
 
     async def close(self) -> None:
+        """Closes the idle connections and keeps no more."""
         idle, self._idle, self._closed = self._idle, [], True
         for conn in idle:
             conn.close()

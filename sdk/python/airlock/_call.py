@@ -49,6 +49,7 @@ def escape(segment: str) -> str:
 
 
 def sandbox_path(id: str, rest: str = "") -> str:
+    """The path /api/v1/sandboxes/{id} followed by rest."""
     return f"/api/v1/sandboxes/{escape(id)}{rest}"
 
 

@@ -7,7 +7,7 @@ import io
 import os
 import ssl
 import stat
-from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ._errors import TransportError
@@ -154,14 +154,7 @@ def chunked(pieces: Iterable[bytes]) -> Iterator[bytes]:
     yield b"0\r\n\r\n"
 
 
-def header_list(headers: Mapping[str, str]) -> List[Tuple[str, str]]:
-    return list(headers.items())
-
-
 def keep_alive(status: int, headers: Mapping[str, str]) -> bool:
     """Whether the connection may carry another request after this response."""
     return "close" not in headers.get("connection", "").lower()
 
-
-def binary_file(f: IO[Any]) -> bool:
-    return not isinstance(f, io.TextIOBase)

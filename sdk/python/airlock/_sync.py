@@ -9,7 +9,7 @@ import select
 import socket
 import threading
 import time
-from typing import IO, Any, Deque, Dict, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, Deque, Dict, Iterator, List, Optional, Tuple
 
 from ._call import NO_TIMEOUT, Call, Plan, bind
 from ._client import ClientBase

@@ -44,6 +44,7 @@ class Handshake:
         self.key = key or base64.b64encode(os.urandom(16)).decode()
 
     def request(self, host: str, target: str, headers: Mapping[str, str]) -> bytes:
+        """The upgrade request (GET target with the key), with extra headers."""
         lines = [
             f"GET {target} HTTP/1.1",
             f"Host: {host}",
@@ -56,6 +57,7 @@ class Handshake:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def accept_value(self) -> str:
+        """The Sec-WebSocket-Accept the server must answer for this key."""
         digest = hashlib.sha1((self.key + GUID).encode()).digest()
         return base64.b64encode(digest).decode()
 
@@ -114,12 +116,15 @@ class Codec:
         return bytes(head) + mask + mask_payload(mask, payload)
 
     def text(self, s: str) -> bytes:
+        """A text message, one frame."""
         return self.encode(TEXT, s.encode("utf-8"))
 
     def binary(self, b: bytes) -> bytes:
+        """A binary message, one frame."""
         return self.encode(BINARY, b)
 
     def ping(self, b: bytes = b"") -> bytes:
+        """A ping (the server answers a pong, which the codec drops)."""
         return self.encode(PING, b)
 
     def close(self, code: int = CLOSE_NORMAL, reason: str = "") -> bytes:

@@ -193,7 +193,7 @@ class ExecFrames(unittest.TestCase):
             n = data[1] & 0x7F
             off = 2 + {126: 2, 127: 8}.get(n, 0)
             size = n if n < 126 else struct.unpack_from("!H" if n == 126 else "!Q", data, 2)[0]
-            _, op, payload = client_frame(data[: off + 4 + size])
+            payload = client_frame(data[: off + 4 + size])[2]
             out.append(json.loads(payload))
             data = data[off + 4 + size :]
         return out

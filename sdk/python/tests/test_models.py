@@ -151,7 +151,7 @@ class Operations(unittest.TestCase):
         stale = sorted(set(OPERATIONS) - set(routes))
         self.assertEqual(stale, [], "SDK methods of operations the daemon no longer has")
         client = airlock.Client("k", "http://127.0.0.1:1")
-        for op_id, methods in OPERATIONS.items():
+        for methods in OPERATIONS.values():
             for where in methods:
                 obj: Any = client
                 for part in where.split(".")[1 if where.startswith("client.") else 0 :]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import unittest
 
 import harness
 
