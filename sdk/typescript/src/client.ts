@@ -11,7 +11,7 @@ import { Pools } from "./pools.js";
 import { Sandboxes } from "./sandboxes.js";
 import { Snapshots } from "./snapshots.js";
 import { Listing } from "./tenancy.js";
-import { Transport, env, hostUrl, type CallOptions } from "./transport.js";
+import { Transport, env, hostUrl, readText, type CallOptions } from "./transport.js";
 import { Webhooks } from "./webhooks.js";
 
 /** How to reach the daemon. */
@@ -104,7 +104,7 @@ export class AirlockClient {
 
   /** prometheusMetrics returns the daemon's Prometheus metrics (GET /metrics) as exposition text. */
   async prometheusMetrics(opts?: CallOptions): Promise<string> {
-    const resp = await this.#t.send({ method: "GET", path: "/metrics", accept: "text/plain", ...opts });
-    return resp.text();
+    const ans = await this.#t.send({ method: "GET", path: "/metrics", accept: "text/plain", ...opts });
+    return readText(ans, opts?.signal);
   }
 }

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { AirlockConnectionError } from "./errors.js";
 import type { FileInfo } from "./gen/openapi.js";
 import { pathOf, type CallOptions, type RawBody, type Transport } from "./transport.js";
 
@@ -41,14 +42,19 @@ export class Files {
 
   /** readStream opens a file for reading: its content as a stream of bytes. */
   async readStream(id: string, path: string, opts?: CallOptions): Promise<ReadableStream<Uint8Array>> {
-    const resp = await this.#t.send({ method: "GET", path: pathOf`/api/v1/sandboxes/${id}/files`, query: { path }, accept: "application/octet-stream", ...opts });
-    return resp.body ?? new ReadableStream({ start: (c) => c.close() });
+    const ans = await this.#t.send({ method: "GET", path: pathOf`/api/v1/sandboxes/${id}/files`, query: { path }, accept: "application/octet-stream", ...opts });
+    return ans.stream();
   }
 
   /** read returns a file's content; a missing one is an AirlockError 404. */
   async read(id: string, path: string, opts?: CallOptions): Promise<Uint8Array> {
-    const resp = await this.#t.send({ method: "GET", path: pathOf`/api/v1/sandboxes/${id}/files`, query: { path }, accept: "application/octet-stream", ...opts });
-    return new Uint8Array(await resp.arrayBuffer());
+    const ans = await this.#t.send({ method: "GET", path: pathOf`/api/v1/sandboxes/${id}/files`, query: { path }, accept: "application/octet-stream", ...opts });
+    try {
+      return await ans.bytes();
+    } catch (err) {
+      if (opts?.signal?.aborted) throw opts.signal.reason ?? err;
+      throw new AirlockConnectionError(`airlock: reading ${path} of ${id}: ${(err as Error).message}`, { cause: err });
+    }
   }
 
   /** readText returns a file's content decoded as UTF-8. */

@@ -6,7 +6,7 @@
  */
 
 import { AirlockConnectionError, AirlockError, errorFromBody } from "./errors.js";
-import { decodeEnvelope } from "./transport.js";
+import { decodeEnvelope, readText, type Answer } from "./transport.js";
 
 /** One dispatched event of a text/event-stream. */
 export interface SSEEvent {
@@ -23,42 +23,34 @@ const maxLine = 16 << 20;
  * lines, events separated by a blank line, data lines joined with "\n", comments ignored. An event
  * cut off by the end of the stream is dropped, as the format requires.
  */
-export async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<SSEEvent> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+export async function* readEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<SSEEvent> {
+  const decoder = new TextDecoder();
   let buf = "";
   let ev: SSEEvent = { id: "", event: "", data: "" };
   let seen = false;
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buf += value;
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).replace(/\r$/, "");
-        buf = buf.slice(nl + 1);
-        if (line === "") {
-          if (seen) {
-            yield { ...ev, event: ev.event || "message", data: ev.data.replace(/\n$/, "") };
-          }
-          ev = { id: "", event: "", data: "" };
-          seen = false;
-          continue;
-        }
-        if (line.startsWith(":")) continue; // a comment, e.g. a keep-alive
-        const colon = line.indexOf(":");
-        const name = colon < 0 ? line : line.slice(0, colon);
-        const val = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
-        if (name === "data") ev.data += val + "\n";
-        else if (name === "event") ev.event = val;
-        else if (name === "id") ev.id = val;
-        else continue; // retry, and fields this reader does not know
-        seen = true;
+  for await (const chunk of body) {
+    buf += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, "");
+      buf = buf.slice(nl + 1);
+      if (line === "") {
+        if (seen) yield { ...ev, event: ev.event || "message", data: ev.data.replace(/\n$/, "") };
+        ev = { id: "", event: "", data: "" };
+        seen = false;
+        continue;
       }
-      if (buf.length > maxLine) throw new Error(`event stream line longer than ${maxLine} bytes`);
+      if (line.startsWith(":")) continue; // a comment, e.g. a keep-alive
+      const colon = line.indexOf(":");
+      const name = colon < 0 ? line : line.slice(0, colon);
+      const val = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (name === "data") ev.data += val + "\n";
+      else if (name === "event") ev.event = val;
+      else if (name === "id") ev.id = val;
+      else continue; // retry, and fields this reader does not know
+      seen = true;
     }
-  } finally {
-    await reader.cancel().catch(() => {});
+    if (buf.length > maxLine) throw new Error(`event stream line longer than ${maxLine} bytes`);
   }
 }
 
@@ -70,7 +62,7 @@ export interface FollowSpec<T> {
   /** For errors: "logs of sbx_…". */
   what: string;
   /** Opens the stream resuming after `last` (undefined: from the start). */
-  open(last: number | undefined, signal: AbortSignal): Promise<Response>;
+  open(last: number | undefined, signal: AbortSignal): Promise<Answer>;
   /** The SSE event name of an item. */
   event: string;
   /** The item's sequence number, by which a resumed stream skips what was delivered. */
@@ -102,9 +94,9 @@ export async function* follow<T>(spec: FollowSpec<T>): AsyncGenerator<T, void, u
   try {
     for (;;) {
       const before = delivered;
-      let resp: Response;
+      let ans: Answer;
       try {
-        resp = await spec.open(last, ctl.signal);
+        ans = await spec.open(last, ctl.signal);
       } catch (err) {
         // A refusal, an abort, or no daemon to begin with ends the stream; a daemon gone
         // mid-stream is retried.
@@ -114,7 +106,7 @@ export async function* follow<T>(spec: FollowSpec<T>): AsyncGenerator<T, void, u
       }
       connected = true;
       try {
-        for await (const item of items(spec, resp)) {
+        for await (const item of items(spec, ans, ctl.signal)) {
           if (delivered > 0 && last !== undefined && spec.seq(item) <= last) continue; // a resumed stream repeats it
           yield item;
           delivered++;
@@ -145,18 +137,16 @@ export async function* follow<T>(spec: FollowSpec<T>): AsyncGenerator<T, void, u
  * a JSON answer when the daemon did not stream. A connection that ends without "end" throws
  * Dropped.
  */
-async function* items<T>(spec: FollowSpec<T>, resp: Response): AsyncGenerator<T> {
-  const type = resp.headers.get("Content-Type") ?? "";
-  if (!type.startsWith("text/event-stream")) {
-    yield* spec.page(decodeEnvelope(resp, await resp.text()));
+async function* items<T>(spec: FollowSpec<T>, ans: Answer, signal: AbortSignal): AsyncGenerator<T> {
+  if (!(ans.header("Content-Type") ?? "").startsWith("text/event-stream")) {
+    yield* spec.page(decodeEnvelope(ans, await readText(ans, signal)));
     return;
   }
-  if (!resp.body) throw new Dropped("an event stream without a body");
   try {
-    for await (const ev of readEvents(resp.body)) {
+    for await (const ev of readEvents(ans.chunks())) {
       if (ev.event === spec.event || ev.event === "message") yield JSON.parse(ev.data) as T;
       else if (ev.event === "end") return;
-      else if (ev.event === "error") throw errorFromBody(resp.status, ev.data);
+      else if (ev.event === "error") throw errorFromBody(ans.status, ev.data);
     }
   } catch (err) {
     if (err instanceof AirlockError || err instanceof SyntaxError) throw err;

@@ -5,6 +5,9 @@
  */
 
 import { AirlockConnectionError, errorFromBody } from "./errors.js";
+import { defaultExchange, fetchExchange, type Answer, type Exchange, type RawBody } from "./http.js";
+
+export type { Answer, RawBody };
 
 /** Where the client looks for the daemon when neither baseUrl nor AIRLOCK_HOST says. */
 export const DEFAULT_HOST = "http://127.0.0.1:7070";
@@ -17,9 +20,6 @@ export interface CallOptions {
 
 /** A query string's values: arrays repeat the key, undefined and null leave it out. */
 export type Query = Record<string, string | number | boolean | readonly string[] | undefined | null>;
-
-/** A request body the transport sends as it is. */
-export type RawBody = string | Uint8Array | Blob | ReadableStream<Uint8Array>;
 
 /** One HTTP exchange with the daemon. */
 export interface Request extends CallOptions {
@@ -87,7 +87,7 @@ export class Transport {
   /** The daemon's address without a trailing slash, e.g. "http://127.0.0.1:7070". */
   readonly baseUrl: string;
   readonly #apiKey: string;
-  readonly #fetch: typeof fetch;
+  #exchange: Promise<Exchange> | undefined;
 
   constructor(init: TransportInit) {
     let u: URL;
@@ -101,7 +101,7 @@ export class Transport {
     }
     this.baseUrl = u.href.replace(/\/+$/, "");
     this.#apiKey = init.apiKey;
-    this.#fetch = init.fetch ?? globalThis.fetch.bind(globalThis);
+    if (init.fetch) this.#exchange = Promise.resolve(fetchExchange(init.fetch));
   }
 
   /** url is the absolute address of an API path with a query. */
@@ -115,11 +115,11 @@ export class Transport {
   }
 
   /**
-   * send performs a request and returns the response when its status is 2xx; any other answer
-   * is read and thrown as an AirlockError. A failure to reach the daemon is an
-   * AirlockConnectionError; an abort is the signal's reason, as fetch throws it.
+   * send performs a request and returns the answer when its status is 2xx; any other answer is
+   * read and thrown as an AirlockError. A failure to reach the daemon is an
+   * AirlockConnectionError; an abort is the signal's reason.
    */
-  async send(r: Request): Promise<Response> {
+  async send(r: Request): Promise<Answer> {
     const headers: Record<string, string> = { Accept: r.accept ?? "application/json", ...this.authHeaders(), ...r.headers };
     let body: RawBody | undefined = r.body;
     if (r.json !== undefined) {
@@ -128,61 +128,62 @@ export class Transport {
     } else if (r.contentType) {
       headers["Content-Type"] = r.contentType;
     }
-    const init: RequestInit & { duplex?: "half" } = { method: r.method, headers, body: body as RequestInit["body"], signal: r.signal };
-    if (body instanceof ReadableStream) init.duplex = "half"; // fetch streams a request body only half-duplex
-    let resp: Response;
+    this.#exchange ??= defaultExchange();
+    let ans: Answer;
     try {
-      resp = await this.#fetch(this.url(r.path, r.query), init);
+      r.signal?.throwIfAborted();
+      ans = await (await this.#exchange)(this.url(r.path, r.query), { method: r.method, headers, body, signal: r.signal });
     } catch (err) {
       if (r.signal?.aborted) throw r.signal.reason ?? err;
       throw new AirlockConnectionError(`airlock: ${r.method} ${this.baseUrl}${r.path}: ${(err as Error).message}`, { cause: err });
     }
-    if (resp.ok) return resp;
-    throw errorFromBody(resp.status, await readText(resp), resp.headers.get("Retry-After"));
+    if (ans.status >= 200 && ans.status <= 299) return ans;
+    throw errorFromBody(ans.status, await readText(ans, r.signal), ans.header("Retry-After"));
   }
 
   /** call performs a request and returns the data of its {ok, data} envelope. */
   async call<T>(r: Request): Promise<T> {
-    const resp = await this.send(r);
-    return decodeEnvelope<T>(resp, await readText(resp));
+    const ans = await this.send(r);
+    return decodeEnvelope<T>(ans, await readText(ans, r.signal));
   }
 
   /**
    * bare performs a request whose answer is the object itself, not an envelope (the
-   * compatibility surface); undefined for an answer without a body (204).
+   * compatibility surface, the OpenAPI document); undefined for an answer without a body (204).
    */
   async bare<T>(r: Request): Promise<T> {
-    const resp = await this.send(r);
-    const text = await readText(resp);
+    const ans = await this.send(r);
+    const text = await readText(ans, r.signal);
     if (text === "") return undefined as T;
-    return parseJSON<T>(resp, text);
+    return parseJSON<T>(ans, text);
   }
 }
 
 /** decodeEnvelope returns the data of a success envelope. */
-export function decodeEnvelope<T>(resp: Response, text: string): T {
-  const env = parseJSON<{ ok?: unknown; data?: unknown; error?: unknown }>(resp, text);
+export function decodeEnvelope<T>(ans: Answer, text: string): T {
+  const env = parseJSON<{ ok?: unknown; data?: unknown; error?: unknown }>(ans, text);
   if (env.ok !== true) {
     // A 2xx with ok: false should not happen; say what came rather than invent a status.
-    throw errorFromBody(resp.status, text);
+    throw errorFromBody(ans.status, text);
   }
   return env.data as T;
 }
 
-function parseJSON<T>(resp: Response, text: string): T {
+function parseJSON<T>(ans: Answer, text: string): T {
   try {
     return JSON.parse(text) as T;
   } catch (cause) {
     // A 2xx that is not JSON is no answer of airlock's (a proxy's page?): not an AirlockError.
-    throw new Error(`airlock: ${resp.url}: the answer is not JSON: ${text.slice(0, 100)}`, { cause });
+    throw new Error(`airlock: ${ans.url}: the answer is not JSON: ${text.slice(0, 100)}`, { cause });
   }
 }
 
-async function readText(resp: Response): Promise<string> {
+/** readText reads an answer's body; a connection lost meanwhile is an AirlockConnectionError. */
+export async function readText(ans: Answer, signal?: AbortSignal): Promise<string> {
   try {
-    return await resp.text();
+    return await ans.text();
   } catch (err) {
-    if ((err as Error).name === "AbortError") throw err;
-    throw new AirlockConnectionError(`airlock: reading the answer of ${resp.url}: ${(err as Error).message}`, { cause: err });
+    if (signal?.aborted) throw signal.reason ?? err;
+    throw new AirlockConnectionError(`airlock: reading the answer of ${ans.url}: ${(err as Error).message}`, { cause: err });
   }
 }

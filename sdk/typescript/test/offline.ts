@@ -115,11 +115,15 @@ export function offlineSuite(): void {
       await assert.rejects(client.health(), (e: unknown) => e instanceof AirlockConnectionError && !(e instanceof AirlockError));
       const never = new AirlockClient({
         apiKey: "k",
-        fetch: (_i, init) => new Promise((_, reject) => init?.signal?.addEventListener("abort", () => reject(init.signal?.reason))),
+        fetch: (_i, init) =>
+          new Promise((_, reject) => {
+            if (init?.signal?.aborted) reject(init.signal.reason);
+            init?.signal?.addEventListener("abort", () => reject(init.signal?.reason));
+          }),
       });
       const ctl = new AbortController();
       const p = never.sandboxes.get("s", { signal: ctl.signal });
-      ctl.abort(new Error("stop"));
+      setTimeout(() => ctl.abort(new Error("stop")), 10);
       await assert.rejects(p, { message: "stop" });
     });
   });
