@@ -142,8 +142,13 @@ export class ExecSession implements AsyncDisposable {
   /** @internal Connects to the daemon, starts the command and waits for its `started` frame. */
   async _start(t: Transport, id: string, opts: ExecStreamOptions): Promise<void> {
     const { stdin, signal, ...start } = opts;
-    const url = t.url(pathOf`/api/v1/sandboxes/${id}/exec`).replace(/^http/, "ws");
-    this.#socket = await openSocket(url, t.authHeaders(), { message: (m) => this.#frame(m), close: (c, r) => this.#closed(c, r) }, signal);
+    const path = pathOf`/api/v1/sandboxes/${id}/exec`;
+    const url = t.url(path).replace(/^http/, "ws");
+    try {
+      this.#socket = await openSocket(url, t.authHeaders(), { message: (m) => this.#frame(m), close: (c, r) => this.#closed(c, r) }, signal);
+    } catch (err) {
+      throw err instanceof AirlockError ? err : await refusal(t, path, err, signal);
+    }
     await this.#send({ type: "start", start: start as ExecStart });
     if (stdin !== undefined) {
       void this.#pump(stdin).catch((err) => this.#fail(err));
@@ -239,6 +244,21 @@ export class ExecSession implements AsyncDisposable {
   #closed(code: number, reason: string): void {
     this.#fail(new AirlockConnectionError(`airlock: interactive exec: the daemon closed the connection before the command exited (${code}${reason ? ` ${reason}` : ""})`));
   }
+}
+
+/**
+ * refusal explains a WebSocket that could not be opened where the platform's WebSocket does not
+ * say why (Bun, Deno): the same route asked without the upgrade answers the refusal (an unknown
+ * sandbox's 404, a wrong key's 401), or, when the sandbox is there, a 400 asking for the upgrade:
+ * then the failure was the connection's, and err stands.
+ */
+async function refusal(t: Transport, path: string, err: unknown, signal?: AbortSignal): Promise<unknown> {
+  try {
+    await t.send({ method: "GET", path, signal });
+  } catch (probe) {
+    if (probe instanceof AirlockError && probe.field !== "Upgrade") return probe;
+  }
+  return err;
 }
 
 /** execStream runs a command interactively; see Sandboxes.execStream. */

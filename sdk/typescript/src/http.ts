@@ -69,7 +69,7 @@ async function* iterate(s: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Arra
 }
 
 /** isNode says whether this is Node itself (Bun and Deno imitate its process object). */
-function isNode(): boolean {
+export function isNode(): boolean {
   const p = (globalThis as { process?: { versions?: Record<string, string> } }).process;
   return typeof p?.versions?.node === "string" && !p.versions.bun && !("Deno" in globalThis);
 }

@@ -1,12 +1,14 @@
 /**
- * The WebSocket adapter: one small interface over the `ws` package (Node; it can send the
- * Authorization header the daemon requires) and, where `ws` cannot be loaded, the platform's
- * global WebSocket with a `headers` option (Bun, Deno). Browsers' WebSocket cannot send the
- * header, so interactive exec does not work from a browser.
+ * The WebSocket adapter: one small interface over the `ws` package in Node (whose own WebSocket
+ * cannot send the Authorization header the daemon requires), and elsewhere the platform's global
+ * WebSocket with its `headers` option (Bun, Deno; `ws` under Deno's Node compatibility keeps the
+ * process from exiting), or `ws` where there is no global one. Browsers' WebSocket cannot send
+ * the header, so interactive exec does not work from a browser.
  * @module
  */
 
 import { AirlockConnectionError, errorFromBody } from "./errors.js";
+import { isNode } from "./http.js";
 
 /** The largest message the daemon may send: an exit frame can carry captured output. */
 const maxMessage = 64 << 20;
@@ -90,7 +92,7 @@ export async function openSocket(url: string, headers: Record<string, string>, h
       handlers.close(code, reason);
     },
   };
-  const Ws = await loadWs();
+  const Ws = isNode() || !("WebSocket" in globalThis) ? await loadWs() : undefined;
   sock = Ws ? await openWs(Ws, url, headers, h) : await openGlobal(url, headers, h);
   if (signal?.aborted) sock.close(1000, "aborted");
   else signal?.addEventListener("abort", onAbort, { once: true });

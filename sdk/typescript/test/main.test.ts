@@ -12,6 +12,7 @@ import { execSuite } from "./exec.js";
 import { filesSuite } from "./files.js";
 import { rootReason, start, stop, type Daemon } from "./harness.js";
 import { offlineSuite } from "./offline.js";
+import { runtimesSuite } from "./runtimes.js";
 import { sandboxesSuite } from "./sandboxes.js";
 import { seedSuite } from "./seed.js";
 import { snapshotsSuite } from "./snapshots.js";
@@ -47,4 +48,5 @@ describe("against airlock serve", { skip }, () => {
   eventsSuite(d);
   adminSuite(d);
   coverageSuite(d);
+  runtimesSuite(d);
 });
