@@ -1,5 +1,5 @@
 /**
- * The HTTP transport of the SDK: the daemon's address and key, requests through fetch, the
+ * The HTTP transport of the SDK: the daemon's address and key, requests (through http.ts), the
  * {ok, data} envelope, errors and query strings. Every resource module talks through it.
  * @module
  */
@@ -22,7 +22,7 @@ export interface CallOptions {
 export type Query = Record<string, string | number | boolean | readonly string[] | undefined | null>;
 
 /** One HTTP exchange with the daemon. */
-export interface Request extends CallOptions {
+export interface ApiRequest extends CallOptions {
   method: string;
   /** The path, already escaped (see {@link pathOf}). */
   path: string;
@@ -119,7 +119,7 @@ export class Transport {
    * read and thrown as an AirlockError. A failure to reach the daemon is an
    * AirlockConnectionError; an abort is the signal's reason.
    */
-  async send(r: Request): Promise<Answer> {
+  async send(r: ApiRequest): Promise<Answer> {
     const headers: Record<string, string> = { Accept: r.accept ?? "application/json", ...this.authHeaders(), ...r.headers };
     let body: RawBody | undefined = r.body;
     if (r.json !== undefined) {
@@ -142,7 +142,7 @@ export class Transport {
   }
 
   /** call performs a request and returns the data of its {ok, data} envelope. */
-  async call<T>(r: Request): Promise<T> {
+  async call<T>(r: ApiRequest): Promise<T> {
     const ans = await this.send(r);
     return decodeEnvelope<T>(ans, await readText(ans, r.signal));
   }
@@ -151,7 +151,7 @@ export class Transport {
    * bare performs a request whose answer is the object itself, not an envelope (the
    * compatibility surface, the OpenAPI document); undefined for an answer without a body (204).
    */
-  async bare<T>(r: Request): Promise<T> {
+  async bare<T>(r: ApiRequest): Promise<T> {
     const ans = await this.send(r);
     const text = await readText(ans, r.signal);
     if (text === "") return undefined as T;
