@@ -3,7 +3,7 @@ agent's stdin, the network policy."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._call import NO_TIMEOUT, Call, envelope, escape, query, sandbox_path
 from ._exec import ExecCall
@@ -23,6 +23,9 @@ from ._models import (
     SpecInput,
 )
 from ._ops import Mode, Resource, operation, session, stream
+
+if TYPE_CHECKING:
+    from ._files import Files
 
 #: A command: a string run by ``/bin/sh -c``, or an argv list.
 Command = Union[str, Sequence[str]]
@@ -55,6 +58,16 @@ class Sandboxes(Resource[Mode]):
     """
 
     _name = "sandboxes"
+
+    @property
+    def files(self) -> Files[Mode]:
+        """The files API, ``client.files`` (also here, where the TypeScript SDK has it)."""
+        return self._client.files
+
+    @property
+    def network(self) -> NetworkPolicies[Mode]:
+        """Live network policy changes, ``client.network`` (also here, as in the TypeScript SDK)."""
+        return self._client.network
 
     @operation("post-api-v1-sandboxes")
     def create(

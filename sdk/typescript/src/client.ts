@@ -8,7 +8,8 @@ import { Events } from "./events.js";
 import type { Capabilities, Health, TemplateInfo, Tenant, VolumeInfo } from "./gen/openapi.js";
 import { Images } from "./images.js";
 import { Pools } from "./pools.js";
-import { Sandboxes } from "./sandboxes.js";
+import type { Files } from "./files.js";
+import { Sandboxes, type SandboxNetwork } from "./sandboxes.js";
 import { Snapshots } from "./snapshots.js";
 import { Listing } from "./tenancy.js";
 import { Transport, env, hostUrl, readText, type CallOptions } from "./transport.js";
@@ -44,6 +45,10 @@ export class AirlockClient {
   readonly baseUrl: string;
   /** Sandboxes: create, list, exec, logs, files, network, ... */
   readonly sandboxes: Sandboxes;
+  /** Files inside sandboxes (the same as `client.sandboxes.files`, where the Python SDK has them too). */
+  readonly files: Files;
+  /** Live network policy changes (the same as `client.sandboxes.network`). */
+  readonly network: SandboxNetwork;
   /** Snapshots: create, list, get, delete, restore, fork. */
   readonly snapshots: Snapshots;
   /** The tenant's audit events: list, follow. */
@@ -76,6 +81,8 @@ export class AirlockClient {
     this.#t = new Transport({ baseUrl: opts.baseUrl ?? hostUrl(env("AIRLOCK_HOST")), apiKey, fetch: opts.fetch });
     this.baseUrl = this.#t.baseUrl;
     this.sandboxes = new Sandboxes(this.#t);
+    this.files = this.sandboxes.files;
+    this.network = this.sandboxes.network;
     this.snapshots = new Snapshots(this.#t);
     this.events = new Events(this.#t);
     this.pools = new Pools(this.#t);
