@@ -21,8 +21,8 @@ from ._http11 import (
     chunked,
     keep_alive,
     parse_head,
+    replay,
     request_head,
-    rewind,
     rewind_point,
 )
 from ._models import ExecResult
@@ -183,12 +183,14 @@ class _Connections:
         point = rewind_point(body)
         while True:
             conn = await self._take(timeout)
+            sent = False
             try:
                 await self._send(conn.writer, head, body, n is None, timeout)
+                sent = True
                 raw = await _io(conn.reader.readuntil(b"\r\n\r\n"), timeout)
             except (asyncio.IncompleteReadError, ConnectionError) as e:
                 conn.close()
-                if conn.reused and rewind(body, point) and not getattr(e, "partial", b""):
+                if conn.reused and not getattr(e, "partial", b"") and replay(call.method, sent, body, point):
                     continue  # the daemon had closed the idle connection: once more on a new one
                 if isinstance(e, asyncio.IncompleteReadError):
                     raise TransportError("the daemon closed the connection before answering") from None

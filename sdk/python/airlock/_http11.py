@@ -138,6 +138,19 @@ def rewind_point(body: Any) -> Optional[int]:
     return None
 
 
+#: Methods whose request may be sent twice (RFC 9110 §9.2.2). Another one, once sent whole, is
+#: not sent again: the daemon may have done it before the connection failed (an exec would run
+#: twice).
+IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS"))
+
+
+def replay(method: str, sent: bool, body: Any, point: Optional[int]) -> bool:
+    """Whether a request that failed on a reused connection before its answer is sent again on
+    a new one: when it was not sent whole, or its method is idempotent; and its body can be
+    replayed (then it is put back to its rewind point)."""
+    return (not sent or method in IDEMPOTENT) and rewind(body, point)
+
+
 def rewind(body: Any, point: Optional[int]) -> bool:
     """Puts a body back to its rewind point; False when it cannot be replayed."""
     if point is None:

@@ -16,7 +16,7 @@ from ._client import ClientBase
 from ._errors import TransportError, error_from_answer
 from ._exec import Chunk, ExecCall, ExecProtocol, SessionControls
 from ._follow import Follow
-from ._http11 import CHUNK, MAX_HEAD, Endpoint, body_length, parse_head, rewind, rewind_point
+from ._http11 import CHUNK, MAX_HEAD, Endpoint, body_length, parse_head, replay, rewind_point
 from ._models import ExecResult
 from ._ops import Sync
 from ._ws import Handshake
@@ -100,12 +100,14 @@ class _Connections:
             conn.timeout = timeout
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)
+            sent = False
             try:
                 with _closing_on_error(conn, f"{call.method} {call.path}"):
                     conn.request(call.method, target, body=body, headers=headers)  # type: ignore[arg-type]
+                    sent = True
                     return conn, conn.getresponse()
             except _STALE:
-                if not reused or not rewind(body, point):
+                if not reused or not replay(call.method, sent, body, point):
                     raise
 
     def stream(self, call: Call[Any]) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
