@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes build sdk run demo test bench bench-sdk bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps wasm-runtimes console build sdk run demo test bench bench-sdk bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -23,7 +23,14 @@ wasm-runtimes:
 	@scripts/wasm/build-python.sh
 	@scripts/wasm/fetch-quickjs.sh
 
-build:
+# The web console's assets (web/console: TypeScript and xterm.js, type-checked and bundled by
+# esbuild, pinned by its package-lock.json) into internal/console/assets, which go build embeds.
+# They are not committed; a binary built without them says at /ui how to build them.
+console:
+	cd web/console && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; } && \
+		npm run --silent check && npm run --silent build
+
+build: console
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
 
 # The SDKs from their sources and api/openapi.json: the TypeScript one's dependencies (pinned by

@@ -35,23 +35,37 @@ xterm.js from npm, pinned, and bundles web/console into internal/console/assets)
 embeds them. The API at <code>/api/v1</code> works without it.</p></body></html>
 `
 
+// Budget is what the page's first load may weigh, gzipped: the page and every asset it loads
+// (web/console/build.mjs refuses a build over it; TestFirstLoad checks the embedded one).
+const Budget = 300 << 10
+
 // Handler serves the console under Prefix: the page at Prefix (and for any path that is not an
 // asset, so that a reload keeps working), assets by name, gzipped for clients that take it.
-func Handler() http.Handler {
+func Handler() http.Handler { return newHandler(Assets()) }
+
+// Assets are the console's embedded files (index.html and the hashed assets, when built).
+func Assets() fs.FS {
 	sub, err := fs.Sub(embedded, "assets")
 	if err != nil {
 		panic(err) // "assets" is a literal directory of this package
 	}
-	return &handler{files: sub}
+	return sub
 }
 
 // Built reports whether the console's assets are in this binary.
-func Built() bool {
-	_, err := fs.Stat(embedded, "assets/index.html")
+func Built() bool { return built(Assets()) }
+
+func built(files fs.FS) bool {
+	_, err := fs.Stat(files, "index.html")
 	return err == nil
 }
 
-type handler struct{ files fs.FS }
+func newHandler(files fs.FS) *handler { return &handler{files: files, built: built(files)} }
+
+type handler struct {
+	files fs.FS
+	built bool // index.html is there
+}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
@@ -66,7 +80,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
 		return
 	}
-	if !Built() {
+	if !h.built {
 		hd.Set("Content-Type", "text/html; charset=utf-8")
 		hd.Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusServiceUnavailable)

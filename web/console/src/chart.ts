@@ -40,11 +40,13 @@ export class Chart {
   readonly #maxLabel?: SVGTextElement;
 
   /** slots is how many samples span the width (older ones scroll off). */
-  constructor(opts: { width: number; height: number; slots: number; series: string[]; axis?: boolean; title?: string }) {
+  constructor(opts: { width: number; height: number; slots: number; series: string[]; axis?: boolean; title?: string; wide?: boolean }) {
     this.#w = opts.width;
     this.#h = opts.height;
     this.#slots = opts.slots;
-    this.el = svg("svg", { viewBox: `0 0 ${opts.width} ${opts.height}`, width: opts.width, height: opts.height, class: "chart", role: "img" });
+    this.el = svg("svg", { viewBox: `0 0 ${opts.width} ${opts.height}`, width: opts.width, height: opts.height, class: opts.wide ? "chart wide" : "chart", role: "img" });
+    // A wide chart stretches to its box's width (its lines keep their width).
+    if (opts.wide) this.el.setAttribute("preserveAspectRatio", "none");
     if (opts.title) this.el.setAttribute("aria-label", opts.title);
     this.el.append(svg("rect", { x: 0, y: 0, width: opts.width, height: opts.height, class: "chart-bg" }));
     if (opts.axis) {
@@ -53,7 +55,7 @@ export class Chart {
       this.el.append(this.#maxLabel);
     }
     for (const cls of opts.series) {
-      const line = svg("polyline", { class: `chart-line ${cls}`, points: "", fill: "none" });
+      const line = svg("polyline", { class: `chart-line ${cls}`, points: "", fill: "none", "vector-effect": "non-scaling-stroke" });
       this.#lines.push(line);
       this.el.append(line);
     }

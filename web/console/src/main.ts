@@ -92,6 +92,12 @@ function layout(s: Session): void {
   route();
 }
 
+// A key given in a new address of this tab (a link pasted) signs the tab in again.
+window.addEventListener("hashchange", () => {
+  if (!location.hash.startsWith("#key=")) return;
+  takeKeyFromFragment();
+  location.reload();
+});
 takeKeyFromFragment();
 const key = storedKey();
 if (key) void start(key, (m) => signInView(m));

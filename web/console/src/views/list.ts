@@ -124,7 +124,7 @@ function fillRow(s: Session, row: Row, sb: Sandbox, refresh: () => Promise<void>
   replace(
     row.tr,
     name,
-    h("td", {}, badge(sb.status), sb.reason ? h("div", { class: "muted" }, sb.reason) : null),
+    h("td", {}, badge(sb.status), sb.reason && sb.reason !== sb.status ? h("div", { class: "muted" }, sb.reason) : null),
     h("td", {}, sb.isolation ?? ""),
     h("td", { title: sb.createdAt }, ago(sb.createdAt)),
     charts,

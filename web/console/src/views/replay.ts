@@ -21,7 +21,7 @@ export async function replayView(s: Session, el: HTMLElement, signal: AbortSigna
   const chain = h("div", { class: "chain", id: "chain" }, "verifying the audit log's hash chain…");
   el.append(h("div", { class: "toolbar" }, h("h2", {}, "Replay"), h("a", { href: `#/sandboxes/${id}`, class: "mono" }, id)), chain);
   const rp = await s.client.sandboxes.replay(id, { signal });
-  void s.client.events.verify({ signal }).then((v) => replace(chain, chainStatus(v, rp)), (e) => replace(chain, errorBox(e)));
+  void s.client.events.verify({ signal }).then((v) => chain.replaceWith(chainStatus(v, rp)), (e) => replace(chain, errorBox(e)));
   draw(el, rp, signal);
 }
 
@@ -59,9 +59,12 @@ function draw(el: HTMLElement, rp: Replay, signal: AbortSignal): void {
       cpu[i] = Math.max(cpu[i]!, Number(d.cpuTimeMs ?? 0));
     }
   }
-  const curves = new Chart({ width, height: 80, slots, series: ["s-mem", "s-cpu"], axis: true, title: "peak memory and CPU time of each exec" });
-  curves.el.id = "replay-curves";
-  curves.set([mem.map((v) => v / Math.max(1, ...mem)), cpu.map((v) => v / Math.max(1, ...cpu))], 1, `peak ${Math.max(...mem)} MB · CPU ${Math.max(...cpu)} ms`);
+  const memChart = new Chart({ width, height: 50, slots, series: ["s-mem"], axis: true, title: "peak memory of each exec", wide: true });
+  memChart.el.id = "replay-memory";
+  memChart.set([mem], 0, `peak memory of the execs, up to ${Math.round(Math.max(...mem))} MB`);
+  const cpuChart = new Chart({ width, height: 50, slots, series: ["s-cpu"], axis: true, title: "CPU time of each exec", wide: true });
+  cpuChart.el.id = "replay-cpu";
+  cpuChart.set([cpu], 0, `CPU time of the execs, up to ${Math.max(...cpu)} ms`);
   // Markers: one per entry, coloured by kind.
   const strip = h("div", { class: "strip", id: "replay-strip" });
   for (const e of entries) {
@@ -76,7 +79,7 @@ function draw(el: HTMLElement, rp: Replay, signal: AbortSignal): void {
   el.append(
     h("p", { class: "muted" }, `${sb.name || sb.id}: ${sb.status}${sb.reason ? ` (${sb.reason})` : ""}, ${entries.length} events over ${duration(total)}${rp.truncated ? " (the history is longer: the first 100,000 events)" : ""}`),
     h("div", { class: "legend" }, ["exec", "files", "network", "limit", "lifecycle"].map((k) => h("span", { class: `mark k-${k}` }, k))),
-    strip, curves.el,
+    strip, memChart.el, cpuChart.el,
     h("div", { class: "toolbar" }, play, scrub, now),
     list,
   );
@@ -96,7 +99,11 @@ function draw(el: HTMLElement, rp: Replay, signal: AbortSignal): void {
     current?.classList.add("current");
     return current;
   };
-  scrub.addEventListener("input", () => seek(Number(scrub.value))?.scrollIntoView({ block: "nearest" }));
+  /** show scrolls the timeline (only it, not the page) to an entry. */
+  const show = (li: HTMLElement | undefined) => {
+    if (li && (li.offsetTop < list.scrollTop || li.offsetTop + li.offsetHeight > list.scrollTop + list.clientHeight)) list.scrollTop = li.offsetTop - list.clientHeight / 2;
+  };
+  scrub.addEventListener("input", () => show(seek(Number(scrub.value))));
   let timer: ReturnType<typeof setInterval> | undefined;
   play.addEventListener("click", () => {
     if (timer) return stop();
@@ -106,7 +113,7 @@ function draw(el: HTMLElement, rp: Replay, signal: AbortSignal): void {
     timer = setInterval(() => {
       t = Math.min(total, t + step);
       scrub.value = String(t);
-      seek(t)?.scrollIntoView({ block: "nearest" });
+      show(seek(t));
       if (t >= total) stop();
     }, 50);
   });
@@ -131,7 +138,7 @@ function entry(e: ReplayEntry): HTMLElement {
       const r = x.result;
       append(li, [
         h("div", { class: "cmd" }, h("code", {}, command(x.command))),
-        h("div", { class: "muted" }, r ? `exit ${r.exitCode} · ${duration(r.durationMs)} · peak ${r.resourceUsage.peakMemoryMb} MB · CPU ${r.resourceUsage.cpuTimeMs} ms${r.timedOut ? " · timed out" : ""}${r.oomKilled ? " · killed at its memory limit" : ""}` : x.status),
+        h("div", { class: "muted" }, r ? `exit ${r.exitCode} · ${duration(r.durationMs)} · peak ${Math.round(r.resourceUsage.peakMemoryMb * 10) / 10} MB · CPU ${r.resourceUsage.cpuTimeMs} ms${r.timedOut ? " · timed out" : ""}${r.oomKilled ? " · killed at its memory limit" : ""}` : x.status),
         r?.stdout ? h("pre", { class: "out" }, r.stdout) : null,
         r?.stderr ? h("pre", { class: "err" }, r.stderr) : null,
       ]);
@@ -145,6 +152,9 @@ function entry(e: ReplayEntry): HTMLElement {
       break;
     case e.type.startsWith("network."):
       li.append(h("div", {}, d.decision ? badge(d.decision === "allow" ? "allowed" : "denied", String(d.decision)) : null, ` ${d.name ?? ""} ${d.address ?? ""}${d.port ? `:${d.port}` : ""} `, h("span", { class: "muted" }, String(d.rule ?? d.reason ?? ""))));
+      break;
+    case e.type === "sandbox.status":
+      li.append(h("div", {}, `${d.from ?? ""} → `, badge(String(d.to ?? "")), h("span", { class: "muted" }, d.reason ? ` ${d.reason}` : "")));
       break;
     default:
       li.append(h("div", { class: "muted" }, e.event.message ?? ""));

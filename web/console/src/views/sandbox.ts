@@ -45,7 +45,7 @@ export async function sandboxView(s: Session, el: HTMLElement, signal: AbortSign
         fact("egress", `${sb.network.egressPolicy ?? ""}${sb.network.allowedDomains?.length ? `: ${sb.network.allowedDomains.join(", ")}` : ""}`),
         fact("created", `${ago(sb.createdAt)} ago`),
         fact("expires", sb.status === "terminated" ? "–" : `in ${ago(new Date(), new Date(sb.expiresAt).getTime())}`),
-        sb.reason ? fact("reason", sb.reason) : null),
+        sb.reason && sb.reason !== sb.status ? fact("reason", sb.reason) : null),
     );
   };
   drawHead(sb);
@@ -76,7 +76,7 @@ function overviewTab(s: Session, sb: Sandbox, el: HTMLElement, signal: AbortSign
     return;
   }
   const make = (id: string, title: string, series: string[]) => {
-    const chart = new Chart({ width: 360, height: 120, slots: 300, series, axis: true, title });
+    const chart = new Chart({ width: 360, height: 120, slots: 120, series, axis: true, title, wide: true });
     chart.el.id = `chart-${id}`;
     const value = h("span", { class: "value", id: `value-${id}` });
     return { chart, value, el: panel(title, chart, value) };

@@ -65,7 +65,7 @@ export function terminalTab(s: Session, sb: Sandbox, el: HTMLElement, signal: Ab
     h("div", { class: "toolbar" }, state, h("span", { class: "spacer" }),
       h("button", { class: "small", onclick: copy, title: "Ctrl+Shift+C" }, "Copy"),
       h("button", { class: "small", onclick: paste, title: "Ctrl+Shift+V" }, "Paste")),
-    box,
+    h("div", { class: "term-wrap" }, box),
   );
   term.open(box);
   fit.fit();
