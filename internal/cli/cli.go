@@ -51,6 +51,7 @@ func verbs() []verb {
 		{"templates", "templates [--json]             the root filesystem templates this key may name (create --template)", templatesCmd},
 		{"tenants", "tenants [--json]               quotas and usage: the key's tenant, or every tenant with an admin key", tenantsCmd},
 		{"webhooks", "webhooks [ls | add URL [--event T]... | inspect ID | rm ID... | deliveries ID | test ID]   the tenant's webhooks", webhooksCmd},
+		{"console", "console [--open]               the web console's address, with this key (AIRLOCK_TOKEN) in it", consoleCmd},
 		{"audit", "audit verify [--data-dir DIR]  check the audit log's hash chain; names the first bad event", auditCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},
 		{"version", "version                        print the version", versionCmd},
