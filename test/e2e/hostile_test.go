@@ -358,6 +358,8 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		}
 	})
 
+	t.Run("browser keys and the audit check", h.browserAndAudit)
+
 	t.Run("daemon-wide resources", func(t *testing.T) {
 		pool := `{"spec":{"resources":{"memoryMb":128,"diskMb":64}},"size":1}`
 		for _, c := range []struct{ method, path, body string }{

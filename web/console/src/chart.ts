@@ -61,11 +61,15 @@ export class Chart {
     }
   }
 
-  /** set draws each series' last `slots` values against max (the largest value when 0). */
-  set(series: number[][], max = 0, maxLabel = ""): void {
-    const tail = series.map((v) => v.slice(-this.#slots));
+  /**
+   * set draws each series' last values against max (the largest value when 0), over the chart's
+   * slots or fewer (a short history then spans the width).
+   */
+  set(series: number[][], max = 0, maxLabel = "", slots = this.#slots): void {
+    const n = Math.min(slots, this.#slots);
+    const tail = series.map((v) => v.slice(-n));
     const top = max > 0 ? max : Math.max(1e-9, ...tail.flat());
-    tail.forEach((v, i) => this.#lines[i]?.setAttribute("points", points(v, this.#w, this.#h, top, this.#slots)));
+    tail.forEach((v, i) => this.#lines[i]?.setAttribute("points", points(v, this.#w, this.#h, top, n)));
     this.el.dataset.samples = String(Math.max(0, ...tail.map((v) => v.length)));
     if (this.#maxLabel) this.#maxLabel.textContent = maxLabel;
   }

@@ -126,7 +126,13 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     await page.fill("#f-meta", "");
     await page.dispatchEvent("#f-meta", "change");
     await page.waitForFunction(() => document.querySelectorAll("#sandbox-rows tr[data-id]").length === 3);
+    // Some work, so that the charts have something to show.
+    const busy = [exec(ids.a, "timeout 4 sh -c 'while :; do :; done'; true"), exec(ids.c, "python3 -c 'import time; x = bytearray(48 << 20); time.sleep(4)'")];
+    await page.waitForFunction((id) => Number.parseFloat(document.querySelector(`tr[data-id="${id}"] .spark-value`)?.textContent ?? "0") >= 20, ids.a, { timeout: 15_000 });
+    await new Promise((r) => setTimeout(r, 2500));
+    await page.locator("#f-meta").blur();
     await shot("list", "sandboxes");
+    await Promise.all(busy);
   });
 
   it("creates a sandbox with the API's validation messages", async () => {
@@ -159,8 +165,10 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     const drawn = (sel) => page.waitForFunction((s) => (document.querySelector(`${s} polyline`)?.getAttribute("points") ?? "") !== "", sel, { timeout: 15_000 });
     for (const c of ["#chart-cpu", "#chart-memory", "#chart-disk", "#chart-network", "#chart-pids"]) await drawn(c);
     const before = await page.getAttribute("#chart-memory", "data-samples");
-    await exec(ids.a, "head -c 20000000 /dev/zero | tail -c 1 >/dev/null; sleep 1");
+    const points = await page.getAttribute("#chart-cpu polyline", "points");
+    await exec(ids.a, "(timeout 4 sh -c 'while :; do :; done') & python3 -c 'import time; x = bytearray(64 << 20); time.sleep(4)'; wait; true");
     await page.waitForFunction((n) => Number(document.querySelector("#chart-memory")?.dataset.samples) > Number(n), before, { timeout: 15_000 });
+    assert.notEqual(await page.getAttribute("#chart-cpu polyline", "points"), points, "the CPU chart did not change");
     await shot("resources", "resources");
   });
 
@@ -199,7 +207,7 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     await page.waitForSelector('tr[data-path="/workspace/by-exec.txt"] .b-created');
     assert.ok(await page.locator('#changes .change code:text("echo made > /workspace/by-exec.txt")').count() >= 1 ||
       (await page.textContent("#changes")).includes("by-exec.txt"));
-    await shot("files", "files");
+    await shot("files");
   });
 
   it("shows a denied host in the network log, and changes the policy live", async () => {
@@ -215,7 +223,7 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     await page.waitForSelector('#net-rows tr[data-kind="policy"]', { timeout: 15_000 });
     const sb = await api("GET", `/api/v1/sandboxes/${n.id}`);
     assert.deepEqual(sb.network.allowedDomains, ["allowed.example", "also.example"]);
-    await shot("network", "network");
+    await shot("network");
   });
 
   it("takes a snapshot and restores it", async () => {
@@ -268,7 +276,7 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     await page.fill("#pool-mem", "128");
     await page.click('#pools button[type="submit"]');
     await page.waitForSelector('#pools-table td:text("console-pool")', { timeout: 15_000 });
-    await shot("daemon", "daemon");
+    await shot("daemon");
     await page.click('#pools-table button:text("delete")');
     await page.waitForSelector('#pools-table td:text("console-pool")', { state: "detached", timeout: 15_000 });
   });
@@ -295,7 +303,7 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     assert.match(await page.textContent("#signin-error"), /not accepted: the API key is unknown or revoked \[401 unauthorized\]/);
     assert.equal(await page.evaluate(() => sessionStorage.getItem("airlock.key")), null);
     assert.doesNotMatch(page.url(), /alk_/);
-    await shot("bad-key", "sign-in");
+    await shot("bad-key");
   });
 
   it("made no request but the API's routes, each with the key as the API takes it", async () => {

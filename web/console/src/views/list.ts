@@ -4,7 +4,7 @@
 import type { Metrics, Sandbox, SandboxStatus } from "../../../../sdk/typescript/src/index.js";
 import { aborted, act, errorBox, every, type Session } from "../app.js";
 import { Chart } from "../chart.js";
-import { ago, badge, h, replace } from "../dom.js";
+import { ago, badge, bytes, h, replace } from "../dom.js";
 import { createForm } from "./create.js";
 
 /** live are the statuses whose sandbox has processes to measure. */
@@ -18,6 +18,8 @@ interface Row {
   tr: HTMLTableRowElement;
   cpu: Chart;
   mem: Chart;
+  cpuText: HTMLElement;
+  memText: HTMLElement;
   samples: Metrics["recent"];
 }
 
@@ -97,7 +99,7 @@ function newRow(): Row {
   const mem = new Chart({ width: 120, height: 28, slots, series: ["s-mem"], title: "memory" });
   cpu.el.classList.add("spark-cpu");
   mem.el.classList.add("spark-mem");
-  return { tr: h("tr", {}), cpu, mem, samples: [] };
+  return { tr: h("tr", {}), cpu, mem, cpuText: h("span", { class: "spark-value" }), memText: h("span", { class: "spark-value" }), samples: [] };
 }
 
 /** fillRow writes a sandbox's cells; the charts stay the row's own. */
@@ -120,7 +122,9 @@ function fillRow(s: Session, row: Row, sb: Sandbox, refresh: () => Promise<void>
   if (sb.status !== "terminated") actions.push(btn("terminate", () => s.client.sandboxes.terminate(id), "danger"));
   else actions.push(h("a", { href: `#/replay/${id}`, class: "small" }, "replay"));
   const name = h("td", {}, h("a", { href: `#/sandboxes/${id}`, class: "sbx-link" }, sb.name || id), sb.name ? h("div", { class: "muted mono" }, id) : null);
-  const charts = live.has(sb.status) ? [h("td", {}, row.cpu.el), h("td", {}, row.mem.el)] : [h("td", { class: "muted" }, "–"), h("td", { class: "muted" }, "–")];
+  const charts = live.has(sb.status)
+    ? [h("td", { class: "spark" }, row.cpu.el, row.cpuText), h("td", { class: "spark" }, row.mem.el, row.memText)]
+    : [h("td", { class: "muted" }, "–"), h("td", { class: "muted" }, "–")];
   replace(
     row.tr,
     name,
@@ -141,9 +145,15 @@ async function sample(s: Session, sb: Sandbox, row: Row | undefined, signal: Abo
   } catch {
     return; // ended meanwhile, or paused: the row says so
   }
-  const limit = row.samples.at(-1)?.memoryLimitBytes ?? 0;
-  row.cpu.set([row.samples.map((x) => x.cpuPercent)], 100 * (Number(sb.resources.cpu) || 1), "");
-  row.mem.set([row.samples.map((x) => x.memoryBytes)], limit, "");
-  row.cpu.el.setAttribute("aria-label", `CPU ${Math.round(row.samples.at(-1)?.cpuPercent ?? 0)}%`);
-  row.mem.el.setAttribute("aria-label", `memory ${Math.round((row.samples.at(-1)?.memoryBytes ?? 0) / 1048576)} MiB`);
+  const xs = row.samples.slice(-slots);
+  const last = xs.at(-1);
+  // A young sandbox's few samples span the chart (at least 10 slots), an older one's last minute.
+  const cpus = xs.map((x) => x.cpuPercent);
+  const mems = xs.map((x) => x.memoryBytes);
+  row.cpu.set([cpus], Math.max(10, ...cpus) * 1.15, "", Math.max(10, xs.length));
+  row.mem.set([mems], Math.max(...mems) * 1.25, "", Math.max(10, xs.length));
+  replace(row.cpuText, `${(last?.cpuPercent ?? 0).toFixed(0)}%`);
+  replace(row.memText, bytes(last?.memoryBytes ?? 0));
+  row.cpu.el.setAttribute("aria-label", `CPU ${Math.round(last?.cpuPercent ?? 0)}%`);
+  row.mem.el.setAttribute("aria-label", `memory ${bytes(last?.memoryBytes ?? 0)} of ${bytes(last?.memoryLimitBytes ?? 0)}`);
 }

@@ -101,18 +101,19 @@ function overviewTab(s: Session, sb: Sandbox, el: HTMLElement, signal: AbortSign
       return;
     }
     const last = xs.at(-1)!;
+    const n = Math.max(30, xs.length); // a young sandbox's samples span the chart
     const cpuMax = 100 * (Number(sb.resources.cpu) || 1);
-    cpu.chart.set([xs.map((x) => x.cpuPercent)], cpuMax, `${cpuMax}%`);
+    cpu.chart.set([xs.map((x) => x.cpuPercent)], cpuMax, `${cpuMax}%`, n);
     replace(cpu.value, `${last.cpuPercent.toFixed(1)}%`);
-    mem.chart.set([xs.map((x) => x.memoryBytes)], last.memoryLimitBytes, bytes(last.memoryLimitBytes));
+    mem.chart.set([xs.map((x) => x.memoryBytes)], last.memoryLimitBytes, bytes(last.memoryLimitBytes), n);
     replace(mem.value, `${bytes(last.memoryBytes)} of ${bytes(last.memoryLimitBytes)} (peak ${bytes(last.memoryPeakBytes)})`);
-    disk.chart.set([xs.map((x) => x.diskUsedBytes)], last.diskLimitBytes, bytes(last.diskLimitBytes));
+    disk.chart.set([xs.map((x) => x.diskUsedBytes)], last.diskLimitBytes, bytes(last.diskLimitBytes), n);
     replace(disk.value, `${bytes(last.diskUsedBytes)} of ${bytes(last.diskLimitBytes)}`);
     const tx = rate(xs, (x) => x.networkTxBytes);
     const rx = rate(xs, (x) => x.networkRxBytes);
-    net.chart.set([tx, rx], 0, `${bytes(Math.max(1, ...tx, ...rx))}/s`);
+    net.chart.set([tx, rx], 0, `${bytes(Math.max(1, ...tx, ...rx))}/s`, n);
     replace(net.value, `tx ${bytes(last.networkTxBytes)} · rx ${bytes(last.networkRxBytes)}`);
-    pids.chart.set([xs.map((x) => x.pids)], last.pidsLimit, String(last.pidsLimit));
+    pids.chart.set([xs.map((x) => x.pids)], last.pidsLimit, String(last.pidsLimit), n);
     replace(pids.value, `${last.pids} of ${last.pidsLimit}`);
     el.dataset.updated = clock(last.time);
   });
