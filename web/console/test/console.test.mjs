@@ -196,6 +196,15 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     await shot("terminal", "terminal");
   });
 
+  it("follows the sandbox's log", async () => {
+    await page.click('a[data-tab="logs"]');
+    await page.waitForSelector("#log-state");
+    await exec(ids.a, "echo from-the-log");
+    await page.waitForFunction(() => (document.querySelector("#log")?.textContent ?? "").includes("from-the-log"), null, { timeout: 15_000 });
+    assert.match(await page.textContent("#log"), /exec\.exited/);
+    await shot("log");
+  });
+
   it("uploads a file and lists it, with each exec's changes marked", async () => {
     await exec(ids.a, "mkdir -p /workspace && echo made > /workspace/by-exec.txt");
     await page.click('a[data-tab="files"]');
@@ -353,7 +362,7 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     writeFileSync(join(artifacts, "requests.json"), JSON.stringify({ used: [...used].sort(), requests: requests.map((r) => ({ ...r, headers: undefined })) }, null, 1));
     console.log(`requests: ${requests.length}, API operations used: ${[...used].sort().join(" ")}`);
     assert.deepEqual(problems, []);
-    for (const id of ["get-api-v1-sandboxes", "get-api-v1-sandboxes-by-id-exec", "put-api-v1-sandboxes-by-id-files", "get-api-v1-sandboxes-by-id-replay", "get-api-v1-audit-verify"]) {
+    for (const id of ["get-api-v1-sandboxes", "get-api-v1-sandboxes-by-id-exec", "get-api-v1-sandboxes-by-id-logs", "put-api-v1-sandboxes-by-id-files", "get-api-v1-sandboxes-by-id-replay", "get-api-v1-audit-verify"]) {
       assert.ok(used.has(id), `the console never called ${id}`);
     }
   });
