@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func consoleCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "\nThe daemon is found in AIRLOCK_HOST (default "+client.DefaultHost+"), its key in AIRLOCK_TOKEN.")
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return exitUsage

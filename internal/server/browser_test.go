@@ -78,7 +78,7 @@ func TestBrowserWebSocketKey(t *testing.T) {
 				if err != nil {
 					t.Fatalf("dial: %v", err)
 				}
-				defer conn.CloseNow()
+				defer func() { _ = conn.CloseNow() }() // the test is over: nothing to do
 				if got := resp.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != wsProtocol {
 					t.Errorf("answered protocols %q, want only %s (never the key)", got, wsProtocol)
 				}
