@@ -42,6 +42,7 @@ const loads = new Map();
 
 /** shot saves a screenshot of the page as an artifact (and for the docs when named so). */
 async function shot(name, doc) {
+  await page.evaluate(() => document.getElementById("toast")?.remove()); // the last action's word
   const file = join(artifacts, `${String(++shots).padStart(2, "0")}-${name}.png`);
   await page.screenshot({ path: file });
   console.log(`screenshot: ${file}`);
