@@ -30,7 +30,7 @@ type Guest struct {
 
 	toInit chan outPacket // packets for init, in order, written by one goroutine
 
-	mu        sync.Mutex            // guards execs and partsLeft
+	mu        sync.Mutex           // guards execs and partsLeft
 	execs     map[string][]*stream // the output streams of each running exec
 	partsLeft int                  // bytes of a message in parts still to come (not JSON)
 }

@@ -119,11 +119,11 @@ type stream struct {
 
 	mu       sync.Mutex // guards everything below
 	cond     *sync.Cond
-	halves   int     // directions still running; f is closed when none is left
-	credit   int64   // what this side may still send
-	stopped  bool    // the peer reads no more: sending stops
-	sendDone bool    // this side sends no more
-	inflight bool    // bytes read from f and not yet sent
+	halves   int      // directions still running; f is closed when none is left
+	credit   int64    // what this side may still send
+	stopped  bool     // the peer reads no more: sending stops
+	sendDone bool     // this side sends no more
+	inflight bool     // bytes read from f and not yet sent
 	q        [][]byte // received, not yet written to f
 	eof      bool     // the peer sends no more
 	recvDone bool     // this side writes no more to f
@@ -326,4 +326,3 @@ func fileOf(fd int, name string) *os.File {
 	}
 	return os.NewFile(uintptr(fd), name)
 }
-
