@@ -234,6 +234,16 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 			u.Pids, u.PidsLimit = g.Pids, g.PidsMax
 		}
 	}
+	if s.l.Kernel != nil {
+		k, err := s.l.Kernel(ctx)
+		if err != nil {
+			return driver.Usage{}, fmt.Errorf("usage of sandbox %s: its kernel: %w", s.id, err)
+		}
+		u.MemoryBytes, u.MemoryPeakBytes, u.Pids, u.PidsLimit = k.MemoryBytes, k.MemoryPeakBytes, k.Pids, k.PidsLimit
+		u.DiskUsedBytes, u.DiskLimitBytes = k.DiskUsedBytes, k.DiskLimitBytes
+		u.NetRxBytes, u.NetTxBytes = procfs.NetBytes(s.pid)
+		return u, nil
+	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(s.layerPath(), &fs); err == nil && s.alive() {
 		u.DiskLimitBytes = int64(fs.Blocks) * fs.Bsize
