@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
-	"strings"
 )
 
 // cpioWriter writes a cpio archive in the "newc" format, the one the kernel unpacks as an
@@ -88,13 +86,4 @@ func (c *cpioWriter) File(name string, perm uint32, src string) {
 func (c *cpioWriter) Close() error {
 	c.header("TRAILER!!!", 0, 0)
 	return c.err
-}
-
-// parents lists the directories above name, outermost first ("a/b/c" → "a", "a/b").
-func parents(name string) []string {
-	var out []string
-	for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
-		out = append([]string{strings.TrimPrefix(d, "/")}, out...)
-	}
-	return out
 }

@@ -1,0 +1,235 @@
+package microvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/guest/host"
+	"github.com/airlockrun/airlock/internal/guest/vmlink"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Sizes of what a VM has beside its sandbox's memory.
+const (
+	// guestOverheadMB is guest RAM above memoryMb: the guest kernel, the agent and init, the
+	// initramfs (the airlock binary). The sandbox's processes are held to memoryMb by a cgroup
+	// of the guest kernel.
+	guestOverheadMB = 160
+	// vmmOverheadMB is what the VMM's host cgroup allows above guest RAM: QEMU itself and, under
+	// TCG, its translation cache (tb-size 64 MiB).
+	vmmOverheadMB = 192
+	// vmmTasks bounds the VMM's threads (vCPUs, I/O, RCU).
+	vmmTasks = 256
+)
+
+// start makes sandbox id's VM and has host.Runtime.Launch drive its init.
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *bootSetup) (driver.Sandbox, error) {
+	dir := filepath.Join(d.cfg.StateDir, "vms", id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
+	}
+	uids, err := d.rt.AllocateUIDs(sandbox.LevelMicroVM, id, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	// The VMM runs as the first id of the sandbox's own range.
+	vmmUID := uids.HostID(0)
+	var cg *cgroups.Cgroup
+	var v VM
+	var link *vmlink.Host
+	console := filepath.Join(dir, "console.log")
+	teardown := func(ctx context.Context) error {
+		if link != nil {
+			link.Close()
+		}
+		if v != nil {
+			_ = v.Kill() // killed already by the host side, unless the launch failed before
+		}
+		return os.RemoveAll(dir)
+	}
+	gone := func(clean bool) {
+		if clean {
+			d.rt.ReleaseUIDs(sandbox.LevelMicroVM, id, uids)
+		}
+	}
+	// Until Launch owns them, a failure undoes this by hand.
+	undo := func(err error) (driver.Sandbox, error) {
+		_ = teardown(context.Background())
+		if cg != nil {
+			_ = cg.Destroy(context.Background())
+		}
+		gone(true)
+		return nil, err
+	}
+	setupErr := func(what string, err error) error {
+		return fmt.Errorf("sandbox %s: %s: %w: %w", id, what, err, errdefs.ErrSetup)
+	}
+	plan, share, err := d.plan(spec)
+	if err != nil {
+		return undo(err)
+	}
+	if err := os.Chown(dir, vmmUID, vmmUID); err != nil {
+		return undo(setupErr("state directory", err))
+	}
+	disk := filepath.Join(dir, "disk.img")
+	if err := makeDisk(disk, spec.Resources.DiskMB, vmmUID, vmmUID); err != nil {
+		return undo(setupErr("writable disk", err))
+	}
+	if cg, err = d.cgroups.New(d.cfg.CgroupParent, id); err != nil {
+		return undo(setupErr("cgroup", err))
+	}
+	guestMB := spec.Resources.MemoryMB + guestOverheadMB
+	if err := cg.Set(cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: (guestMB + vmmOverheadMB) << 20, Pids: vmmTasks}); err != nil {
+		return undo(setupErr("cgroup limits", err))
+	}
+	con, err := os.OpenFile(console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return undo(setupErr("console", err))
+	}
+	defer con.Close()
+	hostEnd, vmEnd, err := streamPair()
+	if err != nil {
+		return undo(setupErr("serial port", err))
+	}
+	defer vmEnd.Close()
+	vcpus := int(spec.Resources.CPU)
+	if float64(vcpus) < float64(spec.Resources.CPU) {
+		vcpus++
+	}
+	pids := spec.Resources.MaxProcesses + guest.InitTasks
+	cfg := VMConfig{
+		Kernel: d.kernel.vmlinux, Initrd: boot.initrd, Accel: boot.accel,
+		VCPUs: max(vcpus, 1), MemoryMB: guestMB,
+		Cmdline: cmdline(boot.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0),
+		Disk:    disk, Share: share, Control: vmEnd, Console: con,
+		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
+	}
+	if boot.accel == AccelKVM {
+		if st, err := os.Stat("/dev/kvm"); err == nil {
+			cfg.Jail.Groups = []int{int(statGid(st))}
+		}
+	}
+	t0 := time.Now()
+	s, err := d.rt.Launch(ctx, id, spec, nil, host.Launcher{
+		Start: func(ctx context.Context, ctl *os.File) (int, error) {
+			vm, err := d.vmm.Start(ctx, cfg)
+			if err != nil {
+				hostEnd.Close()
+				return 0, err
+			}
+			v = vm
+			if link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
+				return 0, err
+			}
+			go d.logBoot(id, link, t0)
+			return vm.Pid(), nil
+		},
+		Wait:          func() { _ = v.Wait() },
+		Config:        plan,
+		Cgroup:        cg,
+		PidsLimit:     pids,
+		TerminalRelay: true,
+		// Under TCG a fork bomb can starve the guest's init for seconds.
+		KillGrace: 15 * time.Second,
+		Root:      dir,
+		Layer:     dir,
+		UIDs:      uids,
+		Kernel: func(ctx context.Context) (host.KernelStats, error) {
+			var st vmlink.Stats
+			if link == nil {
+				return host.KernelStats{}, errors.New("no link to the guest")
+			}
+			if err := link.Call(ctx, "stats", nil, &st); err != nil {
+				return host.KernelStats{}, err
+			}
+			return host.KernelStats{OOMKills: st.OOMKills, PidsHits: st.PidsHits, Pids: st.Pids, PidsLimit: st.PidsMax,
+				MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak, MemoryLimitBytes: st.MemoryMax,
+				DiskUsedBytes: st.DiskUsed, DiskLimitBytes: st.DiskTotal, DiskFull: st.DiskFull}, nil
+		},
+		Teardown: teardown,
+		Gone:     gone,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w%s", err, consoleTail(console))
+	}
+	return &Sandbox{hs: s, link: link}, nil
+}
+
+// logBoot logs the guest agent's hello.
+func (d *Driver) logBoot(id string, link *vmlink.Host, t0 time.Time) {
+	select {
+	case h := <-link.Hello():
+		d.log.Debug("guest up", "sandbox", id, "kernel", h.Kernel, "guestUptimeMs", h.BootMs, "sinceStart", time.Since(t0), "err", h.Error)
+	case <-link.Done():
+	}
+}
+
+// consoleTail is the end of a VM's console, for an error: what the guest said before it failed.
+func consoleTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return "; the guest's console: " + string(bytes.TrimSpace(b))
+}
+
+// Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer
+// (the host does not reach the guest's files: no FileRooter, Layerer or Snapshotter yet).
+type Sandbox struct {
+	hs   *host.Sandbox
+	link *vmlink.Host
+}
+
+var (
+	_ driver.Sandbox = (*Sandbox)(nil)
+	_ driver.Watcher = (*Sandbox)(nil)
+	_ driver.Pauser  = (*Sandbox)(nil)
+	_ driver.Statser = (*Sandbox)(nil)
+	_ driver.Claimer = (*Sandbox)(nil)
+)
+
+// ID implements driver.Sandbox.
+func (s *Sandbox) ID() string { return s.hs.ID() }
+
+// Exec implements driver.Sandbox.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return s.hs.Exec(ctx, req)
+}
+
+// Destroy implements driver.Sandbox: the VMM is killed, its files and cgroup removed.
+func (s *Sandbox) Destroy(ctx context.Context) error { return s.hs.Destroy(ctx) }
+
+// Done implements driver.Watcher: closed when the VM is gone (or its init).
+func (s *Sandbox) Done() <-chan struct{} { return s.hs.Done() }
+
+// Pause implements driver.Pauser: the VMM's cgroup is frozen, vCPUs and all.
+func (s *Sandbox) Pause(ctx context.Context) error { return s.hs.Pause(ctx) }
+
+// Resume implements driver.Pauser.
+func (s *Sandbox) Resume(ctx context.Context) error { return s.hs.Resume(ctx) }
+
+// Usage implements driver.Statser: CPU is the VMM's; memory, processes and disk the guest
+// kernel's counts of the sandbox.
+func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) { return s.hs.Usage(ctx) }
+
+// Claim implements driver.Claimer.
+func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }
+
+// VMMPid is the VMM's pid on the host.
+func (s *Sandbox) VMMPid() int { return s.hs.InitPid() }
