@@ -104,6 +104,8 @@ func (d *Driver) setup(ctx context.Context) (*bootSetup, error) {
 	}
 	b.accel, b.why = v.Accel, v.Why
 	d.boot = b
+	d.capsMu.Lock()
+	defer d.capsMu.Unlock()
 	for i, ch := range d.caps.Checks {
 		if ch.Name == "accelerator" {
 			d.caps.Checks[i].Detail = b.accel + ": " + b.why
@@ -139,15 +141,30 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 	if err == nil {
 		groups = []int{int(st.Sys().(*syscall.Stat_t).Gid)}
 	}
+	con, err := os.CreateTemp(d.cfg.StateDir, ".trial-console-*")
+	if err != nil {
+		hostEnd.Close()
+		vmEnd.Close()
+		return tcg("trial boot under KVM: " + err.Error())
+	}
+	defer os.Remove(con.Name())
+	defer con.Close()
+	said := func() string {
+		b, _ := os.ReadFile(con.Name())
+		if l := strings.Split(strings.TrimSpace(string(b)), "\n"); len(l) > 0 && l[len(l)-1] != "" {
+			return "; QEMU said: " + l[len(l)-1]
+		}
+		return ""
+	}
 	cfg := VMConfig{Kernel: d.kernel.vmlinux, Initrd: initrd, Accel: AccelKVM, VCPUs: 1, MemoryMB: 256,
-		Cmdline: cmdline(AccelKVM, 0, 0, false, false), Control: vmEnd,
+		Cmdline: cmdline(AccelKVM, 0, 0, false, false, false), Control: vmEnd, Console: con,
 		Jail: JailSpec{UID: 65534, GID: 65534, Groups: groups}}
 	t0 := time.Now()
 	v, err := d.vmm.Start(ctx, cfg)
 	vmEnd.Close()
 	if err != nil {
 		hostEnd.Close()
-		return tcg("trial boot under KVM failed to start: " + err.Error())
+		return tcg("trial boot under KVM failed to start: " + err.Error() + said())
 	}
 	link, err := vmlink.NewHost(hostEnd, ctlInit)
 	if err != nil {
@@ -164,7 +181,8 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 	case h := <-link.Hello():
 		return verdict{Accel: AccelKVM, Why: fmt.Sprintf("a trial boot under KVM reached the guest agent in %v", time.Since(t0).Round(time.Millisecond)) + " (guest kernel " + h.Kernel + ")", Key: key, Decided: true}
 	case <-link.Done():
-		return tcg("a trial boot under KVM failed (the VM exited)")
+		_ = v.Wait()
+		return tcg("a trial boot under KVM failed (the VM exited" + said() + ")")
 	case <-time.After(trialWait):
 		return tcg(fmt.Sprintf("a trial boot under KVM did not reach the guest agent in %v (a KVM that cannot run a stock guest kernel)", trialWait))
 	case <-ctx.Done():
@@ -174,7 +192,7 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 
 // cmdline is the guest kernel's command line. Under TCG the microvm machine needs the TSC
 // declared (tsc_early_khz, tsc=reliable), or the kernel hangs calibrating it.
-func cmdline(accel string, memory, pids int64, disk, share bool) string {
+func cmdline(accel string, memory, pids int64, disk, share, writable bool) string {
 	a := []string{"console=ttyS0", "quiet", "loglevel=3", "panic=-1", "rdinit=" + vm.Arg0,
 		"i8042.noaux", "i8042.nokbd", "cryptomgr.notests", "random.trust_cpu=on"}
 	if accel == AccelTCG {
@@ -191,6 +209,9 @@ func cmdline(accel string, memory, pids int64, disk, share bool) string {
 	}
 	if share {
 		a = append(a, vm.ParamShare+"=1")
+	}
+	if writable {
+		a = append(a, vm.ParamRW+"=1")
 	}
 	return strings.Join(a, " ")
 }

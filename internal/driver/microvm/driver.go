@@ -16,12 +16,12 @@ package microvm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -63,6 +63,7 @@ type Driver struct {
 	cfg     Config
 	log     *slog.Logger
 	rt      *host.Runtime // init's host side: seccomp filter, uid ranges, host template, Launch
+	capsMu  sync.Mutex    // guards caps: the first VM's setup fills in the accelerator
 	caps    driver.Capabilities
 	cgroups *cgroups.Layout
 	vmm     *qemu
@@ -112,7 +113,14 @@ func New(cfg Config, rt *host.Runtime, log *slog.Logger) *Driver {
 func (d *Driver) Name() string { return sandbox.LevelMicroVM }
 
 // Capabilities implements driver.Driver.
-func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
+func (d *Driver) Capabilities() driver.Capabilities {
+	d.capsMu.Lock()
+	defer d.capsMu.Unlock()
+	c := d.caps
+	c.Checks = slices.Clone(c.Checks)
+	c.Features = slices.Clone(c.Features)
+	return c
+}
 
 // StateDir is where the level keeps its VMs' files.
 func (d *Driver) StateDir() string { return d.cfg.StateDir }
@@ -188,8 +196,8 @@ func readKernel(dir string) (kernelInfo, error) {
 
 // Create implements driver.Driver.
 func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driver.Sandbox, error) {
-	if !d.caps.Available {
-		return nil, fmt.Errorf("microvm level: %s: %w", d.caps.Reason, errdefs.ErrUnavailable)
+	if c := d.Capabilities(); !c.Available {
+		return nil, fmt.Errorf("microvm level: %s: %w", c.Reason, errdefs.ErrUnavailable)
 	}
 	if spec.Network.EgressPolicy != sandbox.EgressNone {
 		return nil, errdefs.Unavailable("network.egressPolicy", "the microvm level offers egressPolicy none only so far (a guest NIC behind the egress gateway is not built yet)")
@@ -197,17 +205,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if spec.RootDir != "" || spec.Image != "" {
 		return nil, errdefs.Unavailable("image", "the microvm level runs on the host template only so far (images and templates are not built yet)")
 	}
-	for i, b := range spec.Binds {
-		if !b.ReadOnly {
-			return nil, errdefs.Unavailable(fmt.Sprintf("binds[%d]", i), "the microvm level offers read-only volumes only so far")
-		}
-	}
 	boot, err := d.setup(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("microvm level: %w: %w", err, errdefs.ErrSetup)
 	}
 	return d.start(ctx, id, spec, boot)
 }
-
-// errorsJoin is errors.Join, named for the teardown's use.
-var errorsJoin = errors.Join

@@ -31,6 +31,9 @@ type jailConfig struct {
 	Groups []int        `json:"groups,omitempty"`
 	Share  string       `json:"share,omitempty"` // where to assemble the share
 	Mounts []ShareMount `json:"mounts,omitempty"`
+	// Writable and WritableMounts are the writable share's.
+	Writable       string       `json:"writable,omitempty"`
+	WritableMounts []ShareMount `json:"writableMounts,omitempty"`
 }
 
 // Jail runs the jail and executes QEMU; it never returns.
@@ -55,8 +58,13 @@ func jail() error {
 		return fmt.Errorf("private mounts: %w", err)
 	}
 	if c.Share != "" {
-		if err := assembleShare(c.Share, c.Mounts); err != nil {
+		if err := assembleShare(c.Share, c.Mounts, true); err != nil {
 			return fmt.Errorf("share: %w", err)
+		}
+	}
+	if c.Writable != "" {
+		if err := assembleShare(c.Writable, c.WritableMounts, false); err != nil {
+			return fmt.Errorf("writable share: %w", err)
 		}
 	}
 	groups := c.Groups
@@ -82,9 +90,10 @@ func jail() error {
 	return syscall.Exec(c.Args[0], c.Args, []string{})
 }
 
-// assembleShare builds the share at dir: an empty tmpfs, each mount bound read-only at its path
-// in it (or covered by an empty directory), then all of it made read-only.
-func assembleShare(dir string, mounts []ShareMount) error {
+// assembleShare builds a share at dir: an empty tmpfs, each mount bound at its path in it (or
+// covered by an empty directory), then all of it made read-only — or, for the writable share,
+// its skeleton only.
+func assembleShare(dir string, mounts []ShareMount, readOnly bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -119,9 +128,16 @@ func assembleShare(dir string, mounts []ShareMount) error {
 		if err := unix.Mount(m.Src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", m.Src, err)
 		}
-		if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, ro); err != nil {
-			return fmt.Errorf("read-only %s: %w", m.Src, err)
+		attr := ro
+		if !readOnly {
+			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("mount options of %s: %w", m.Src, err)
+		}
+	}
+	if !readOnly {
+		return unix.MountSetattr(unix.AT_FDCWD, dir, 0, ro)
 	}
 	return unix.MountSetattr(unix.AT_FDCWD, dir, unix.AT_RECURSIVE, ro)
 }

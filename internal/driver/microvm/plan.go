@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -14,8 +15,9 @@ import (
 
 // plan is init's configuration for a sandbox of spec — the host template's root, built by init
 // in the guest as at the process level, on the disk (guest.Config.LayerDevice) — and the share
-// its binds are made from: each host path the plan binds, at the same path in the share.
-func (d *Driver) plan(spec sandbox.Spec) (*guest.Config, []ShareMount, error) {
+// its binds are made from: each host path the plan binds, at the same path in the read-only
+// share, or in the writable one for the operator's read-write volumes.
+func (d *Driver) plan(spec sandbox.Spec) (*guest.Config, []ShareMount, []ShareMount, error) {
 	c := &guest.Config{
 		Hostname:    guest.Hostname,
 		NoFile:      uint64(spec.Resources.MaxOpenFiles),
@@ -33,7 +35,7 @@ func (d *Driver) plan(spec sandbox.Spec) (*guest.Config, []ShareMount, error) {
 	r := &c.Root
 	etc, err := d.rt.Template().Etc(hosttemplate.Resolver(spec, d.cfg.Network))
 	if err != nil {
-		return nil, nil, fmt.Errorf("generate /etc: %w: %w", err, errdefs.ErrSetup)
+		return nil, nil, nil, fmt.Errorf("generate /etc: %w: %w", err, errdefs.ErrSetup)
 	}
 	r.Binds = append(r.Binds, d.rt.Template().Mounts()...)
 	r.Binds = append(r.Binds, guest.BindMount{Src: etc, Dst: "/etc", ReadOnly: true, Dir: true})
@@ -49,21 +51,28 @@ func (d *Driver) plan(spec sandbox.Spec) (*guest.Config, []ShareMount, error) {
 	for i, m := range spec.Binds {
 		real, err := filepath.EvalSymlinks(m.Host)
 		if err != nil {
-			return nil, nil, errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %q: %v", m.Host, err)
+			return nil, nil, nil, errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %q: %v", m.Host, err)
 		}
 		st, err := os.Stat(real)
 		if err != nil {
-			return nil, nil, errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %q: %v", m.Host, err)
+			return nil, nil, nil, errdefs.Invalid(fmt.Sprintf("binds[%d]", i), "host path %q: %v", m.Host, err)
 		}
-		r.Binds = append(r.Binds, guest.BindMount{Src: real, Dst: m.Path, ReadOnly: true, Dir: st.IsDir()})
+		r.Binds = append(r.Binds, guest.BindMount{Src: real, Dst: m.Path, ReadOnly: m.ReadOnly, Dir: st.IsDir()})
 	}
 	for i, p := range spec.Filesystem.ReadWrite {
+		bound := false
 		for _, b := range r.Binds {
-			if p == b.Dst || len(p) > len(b.Dst) && p[:len(b.Dst)+1] == b.Dst+"/" {
-				return nil, nil, errdefs.Invalid(fmt.Sprintf("filesystem.readWrite[%d]", i), "%s is inside %s, which is read-only", p, b.Dst)
+			if p != b.Dst && !strings.HasPrefix(p, b.Dst+"/") {
+				continue
 			}
+			if b.ReadOnly {
+				return nil, nil, nil, errdefs.Invalid(fmt.Sprintf("filesystem.readWrite[%d]", i), "%s is inside %s, which is read-only", p, b.Dst)
+			}
+			bound = true
 		}
-		r.Dirs = append(r.Dirs, guest.WriteDir{Path: p, Mode: 0o755, UID: c.UID})
+		if !bound {
+			r.Dirs = append(r.Dirs, guest.WriteDir{Path: p, Mode: 0o755, UID: c.UID})
+		}
 	}
 	r.ReadOnly = spec.Filesystem.ReadOnly
 	r.Blocked = spec.Filesystem.Blocked
@@ -71,15 +80,19 @@ func (d *Driver) plan(spec sandbox.Spec) (*guest.Config, []ShareMount, error) {
 	for _, dir := range r.Dirs {
 		c.LandRules = append(c.LandRules, guest.LandRule{Path: dir.Path, Write: true})
 	}
-	var share []ShareMount
+	var share, writable []ShareMount
 	for _, b := range r.Binds {
-		if b.Empty {
+		switch {
+		case b.Empty:
 			share = append(share, ShareMount{Dst: b.Dst, Empty: true, Dir: true})
-			continue
+		case b.ReadOnly:
+			share = append(share, ShareMount{Src: b.Src, Dst: b.Src, Dir: b.Dir})
+		default:
+			writable = append(writable, ShareMount{Src: b.Src, Dst: b.Src, Dir: b.Dir})
+			c.LandRules = append(c.LandRules, guest.LandRule{Path: b.Dst, Write: true})
 		}
-		share = append(share, ShareMount{Src: b.Src, Dst: b.Src, Dir: b.Dir})
 	}
-	return c, share, nil
+	return c, share, writable, nil
 }
 
 func statGid(st os.FileInfo) uint32 {

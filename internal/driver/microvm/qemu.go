@@ -60,11 +60,16 @@ func (q *qemu) args(cfg VMConfig, ctlFd int) []string {
 		a = append(a, "-fsdev", "local,id=share,path="+shareRoot(cfg.Jail.Dir)+",readonly=on,security_model=none",
 			"-device", "virtio-9p-device,fsdev=share,mount_tag="+vm.ShareTag)
 	}
+	if len(cfg.Writable) > 0 {
+		a = append(a, "-fsdev", "local,id=rw,path="+writableRoot(cfg.Jail.Dir)+",security_model=none",
+			"-device", "virtio-9p-device,fsdev=rw,mount_tag="+vm.WritableTag)
+	}
 	return a
 }
 
-// shareRoot is where a jail assembles its share, in its own mount namespace.
-func shareRoot(dir string) string { return dir + "/share" }
+// shareRoot and writableRoot are where a jail assembles its shares, in its own mount namespace.
+func shareRoot(dir string) string    { return dir + "/share" }
+func writableRoot(dir string) string { return dir + "/share-rw" }
 
 // Start implements VMM: the airlock binary starts as the jail (in new namespaces), waits until it
 // is in its cgroup, assembles the share, drops to the jail's uid and executes QEMU.
@@ -79,6 +84,9 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	jc := jailConfig{Args: q.args(cfg, 4), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups}
 	if len(cfg.Share) > 0 {
 		jc.Share, jc.Mounts = shareRoot(cfg.Jail.Dir), cfg.Share
+	}
+	if len(cfg.Writable) > 0 {
+		jc.Writable, jc.WritableMounts = writableRoot(cfg.Jail.Dir), cfg.Writable
 	}
 	spec, err := json.Marshal(jc)
 	if err != nil {

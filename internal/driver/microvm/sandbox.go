@@ -32,7 +32,7 @@ const (
 )
 
 // start makes sandbox id's VM and has host.Runtime.Launch drive its init.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *bootSetup) (driver.Sandbox, error) {
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bootSetup) (driver.Sandbox, error) {
 	dir := filepath.Join(d.cfg.StateDir, "vms", id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
@@ -77,7 +77,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *
 	setupErr := func(what string, err error) error {
 		return fmt.Errorf("sandbox %s: %s: %w: %w", id, what, err, errdefs.ErrSetup)
 	}
-	plan, share, err := d.plan(spec)
+	plan, share, writable, err := d.plan(spec)
 	if err != nil {
 		return undo(err)
 	}
@@ -92,7 +92,12 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *
 		return undo(setupErr("cgroup", err))
 	}
 	guestMB := spec.Resources.MemoryMB + guestOverheadMB
-	if err := cg.Set(cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: (guestMB + vmmOverheadMB) << 20, Pids: vmmTasks}); err != nil {
+	// The VM boots at full speed (under TCG a boot at half a CPU takes many seconds); the CPU
+	// quota, the sandbox's, applies once it is ready.
+	limits := cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: (guestMB + vmmOverheadMB) << 20, Pids: vmmTasks}
+	boot := limits
+	boot.CPU = 0
+	if err := cg.Set(boot); err != nil {
 		return undo(setupErr("cgroup limits", err))
 	}
 	con, err := os.OpenFile(console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -111,13 +116,13 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *
 	}
 	pids := spec.Resources.MaxProcesses + guest.InitTasks
 	cfg := VMConfig{
-		Kernel: d.kernel.vmlinux, Initrd: boot.initrd, Accel: boot.accel,
+		Kernel: d.kernel.vmlinux, Initrd: bs.initrd, Accel: bs.accel,
 		VCPUs: max(vcpus, 1), MemoryMB: guestMB,
-		Cmdline: cmdline(boot.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0),
-		Disk:    disk, Share: share, Control: vmEnd, Console: con,
+		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0, len(writable) > 0),
+		Disk:    disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
 		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
 	}
-	if boot.accel == AccelKVM {
+	if bs.accel == AccelKVM {
 		if st, err := os.Stat("/dev/kvm"); err == nil {
 			cfg.Jail.Groups = []int{int(statGid(st))}
 		}
@@ -165,6 +170,10 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, consoleTail(console))
 	}
+	if err := cg.Set(limits); err != nil {
+		driver.Discard(context.Background(), d.log, s)
+		return nil, setupErr("cgroup CPU limit", err)
+	}
 	return &Sandbox{hs: s, link: link}, nil
 }
 
@@ -172,7 +181,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, boot *
 func (d *Driver) logBoot(id string, link *vmlink.Host, t0 time.Time) {
 	select {
 	case h := <-link.Hello():
-		d.log.Debug("guest up", "sandbox", id, "kernel", h.Kernel, "guestUptimeMs", h.BootMs, "sinceStart", time.Since(t0), "err", h.Error)
+		d.log.Debug("guest up", "sandbox", id, "kernel", h.Kernel, "guestUptimeMs", h.BootMs, "phases", h.Phases, "sinceStart", time.Since(t0), "err", h.Error)
 	case <-link.Done():
 	}
 }

@@ -40,6 +40,9 @@ type VMConfig struct {
 	// Share, when not empty, are host paths offered to the guest read-only, as one 9p share
 	// (tag guest/vm.ShareTag) built for this VM alone, each at its own path in it.
 	Share []ShareMount
+	// Writable, when not empty, are host paths the guest may write (the operator's read-write
+	// volumes), as a second share (tag guest/vm.WritableTag); the VMM writes as its own uid.
+	Writable []ShareMount
 	// Control is the VM's end of a connected stream socket: the guest's serial port named
 	// guest/vm.PortName. Console receives the guest's console (its kernel's messages).
 	Control, Console *os.File

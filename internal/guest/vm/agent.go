@@ -40,18 +40,22 @@ const (
 	LayerDir = "/layer"
 	// PortName is the name of the serial port the link runs on.
 	PortName = "airlock"
-	// ShareTag is the 9p mount tag of the host's share.
+	// ShareTag is the 9p mount tag of the host's read-only share.
 	ShareTag = "airlock"
+	// WritableDir and WritableTag are the writable share's (the operator's read-write volumes).
+	WritableDir = "/host-rw"
+	WritableTag = "airlock-rw"
 	// cgroupDir is the sandbox's cgroup in the guest kernel.
 	cgroupDir = "/sys/fs/cgroup/sandbox"
 )
 
 // Kernel command line parameters the host sets (Params).
 const (
-	ParamMemory = "airlock.mem"  // bytes the sandbox's cgroup may use
-	ParamPids   = "airlock.pids" // tasks the sandbox's cgroup may have
-	ParamDisk   = "airlock.disk" // the writable layer's block device, if any
-	ParamShare  = "airlock.share"
+	ParamMemory = "airlock.mem"      // bytes the sandbox's cgroup may use
+	ParamPids   = "airlock.pids"     // tasks the sandbox's cgroup may have
+	ParamDisk   = "airlock.disk"     // the writable layer's block device, if any
+	ParamShare  = "airlock.share"    // 1: the host's read-only share is there
+	ParamRW     = "airlock.writable" // 1: the writable share is there
 )
 
 // IsAgent reports whether this process is a microvm guest's PID 1.
@@ -71,9 +75,9 @@ func Run() {
 
 // params are the agent's settings from the kernel command line.
 type params struct {
-	memory, pids int64
-	disk         string
-	share        bool
+	memory, pids    int64
+	disk            string
+	share, writable bool
 }
 
 func readParams() (params, error) {
@@ -93,6 +97,8 @@ func readParams() (params, error) {
 			p.disk = v
 		case ParamShare:
 			p.share = v == "1"
+		case ParamRW:
+			p.writable = v == "1"
 		}
 		if err != nil {
 			return p, fmt.Errorf("kernel command line %s: %w", f, err)
@@ -102,6 +108,7 @@ func readParams() (params, error) {
 }
 
 func run() error {
+	phases := map[string]int64{"agent": uptimeMs()}
 	if err := mountEarly(); err != nil {
 		return err
 	}
@@ -112,6 +119,7 @@ func run() error {
 	if err := loadModules("/lib/modules"); err != nil {
 		return err
 	}
+	phases["modules"] = uptimeMs()
 	if err := leaveInitramfs(); err != nil {
 		return err
 	}
@@ -119,6 +127,12 @@ func run() error {
 		if err := unix.Mount(ShareTag, ShareDir, "9p", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
 			"trans=virtio,version=9p2000.L,cache=loose,msize=262144"); err != nil {
 			return fmt.Errorf("mount the host's share: %w", err)
+		}
+	}
+	if p.writable {
+		if err := unix.Mount(WritableTag, WritableDir, "9p", unix.MS_NOSUID|unix.MS_NODEV,
+			"trans=virtio,version=9p2000.L,cache=none,msize=262144"); err != nil {
+			return fmt.Errorf("mount the host's writable share: %w", err)
 		}
 	}
 	if p.disk != "" {
@@ -129,13 +143,20 @@ func run() error {
 			return fmt.Errorf("mount the writable disk %s: %w", p.disk, err)
 		}
 	}
+	phases["mounts"] = uptimeMs()
 	cg, err := sandboxCgroup(p.memory, p.pids)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(cg)
-	// The guest's OOM killer picks in the sandbox's cgroup; the agent is never its pick.
+	// The guest's OOM killer picks in the sandbox's cgroup; the agent is never its pick. The
+	// guest's RAM is small, so its kernel would refuse a large allocation outright, where the
+	// host's would let the cgroup's limit end it: memory is overcommitted, as on a big host,
+	// and a memory bomb meets the sandbox's limit.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+	if err := os.WriteFile("/proc/sys/vm/overcommit_memory", []byte("1"), 0); err != nil {
+		return fmt.Errorf("overcommit: %w", err)
+	}
 	port, err := openPort(PortName)
 	if err != nil {
 		return err
@@ -162,7 +183,7 @@ func run() error {
 	}
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	if err := link.Hello(vmlink.Hello{Kernel: unix.ByteSliceToString(uts.Release[:]), BootMs: uptimeMs()}); err != nil {
+	if err := link.Hello(vmlink.Hello{Kernel: unix.ByteSliceToString(uts.Release[:]), BootMs: uptimeMs(), Phases: phases}); err != nil {
 		return err
 	}
 	go func() {
@@ -220,7 +241,7 @@ func leaveInitramfs() error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,mode=0755"); err != nil {
 		return fmt.Errorf("mount the guest's root: %w", err)
 	}
-	for _, d := range []string{"proc", "sys", "dev", "tmp", "host", "layer", "run"} {
+	for _, d := range []string{"proc", "sys", "dev", "tmp", "host", "host-rw", "layer", "run"} {
 		if err := os.Mkdir(filepath.Join(newRoot, d), 0o755); err != nil {
 			return err
 		}

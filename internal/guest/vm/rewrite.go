@@ -12,7 +12,8 @@ import (
 // rewrite gives init's configuration its mount sources. On the other levels the host sends
 // detached mount trees of the host paths the plan binds; no descriptor of the host crosses into
 // a VM, so the host shares those paths read-only (ShareDir), and the agent clones each from
-// there, as the guest's root, and sends the clones in their place.
+// there (the operator's read-write volumes from the writable share, WritableDir), as the guest's
+// root, and sends the clones in their place.
 func rewrite(b []byte, fds []int) ([]byte, []int, error) {
 	var m guest.Message
 	if err := json.Unmarshal(b, &m); err != nil || m.Kind != guest.MsgConfig || m.Config == nil {
@@ -23,7 +24,11 @@ func rewrite(b []byte, fds []int) ([]byte, []int, error) {
 		if binds[i].Empty {
 			continue
 		}
-		tree, err := unix.OpenTree(unix.AT_FDCWD, ShareDir+binds[i].Src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		from := ShareDir
+		if !binds[i].ReadOnly {
+			from = WritableDir
+		}
+		tree, err := unix.OpenTree(unix.AT_FDCWD, from+binds[i].Src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			return b, fds, fmt.Errorf("mount source %s: %w", binds[i].Src, err)
 		}

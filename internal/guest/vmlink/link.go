@@ -56,7 +56,9 @@ const (
 type Hello struct {
 	Kernel string `json:"kernel"` // uname -r
 	BootMs int64  `json:"bootMs"` // the guest kernel's uptime when the agent was ready
-	Error  string `json:"error,omitempty"`
+	// Phases are the guest kernel's uptime in ms at the end of each step of the agent's boot.
+	Phases map[string]int64 `json:"phases,omitempty"`
+	Error  string           `json:"error,omitempty"`
 }
 
 // Stats are the guest kernel's counters of the sandbox (its cgroup and writable layer).
@@ -93,6 +95,7 @@ type frameWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
 	err error
+	buf []byte // reused for every frame, under mu
 }
 
 func (fw *frameWriter) write(typ byte, stream uint32, parts ...[]byte) error {
@@ -103,18 +106,18 @@ func (fw *frameWriter) write(typ byte, stream uint32, parts ...[]byte) error {
 	if n > MaxFrame+4096 {
 		return fmt.Errorf("vm link: frame of %d bytes", n)
 	}
-	b := make([]byte, header, header+n)
-	b[0] = typ
-	binary.BigEndian.PutUint32(b[1:], stream)
-	binary.BigEndian.PutUint32(b[5:], uint32(n))
-	for _, p := range parts {
-		b = append(b, p...)
-	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	if fw.err != nil {
 		return fw.err
 	}
+	b := append(fw.buf[:0], typ, 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(b[1:], stream)
+	binary.BigEndian.PutUint32(b[5:], uint32(n))
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	fw.buf = b
 	if _, err := fw.w.Write(b); err != nil {
 		fw.err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}

@@ -51,7 +51,9 @@ func (m *mux) run() {
 			}
 			switch typ {
 			case fData:
-				s.push(append([]byte(nil), p...), false)
+				b := getBuf(len(p))
+				copy(*b, p)
+				s.push(b, false)
 			case fEOF:
 				s.push(nil, true)
 			case fStop:
@@ -119,14 +121,14 @@ type stream struct {
 
 	mu       sync.Mutex // guards everything below
 	cond     *sync.Cond
-	halves   int      // directions still running; f is closed when none is left
-	credit   int64    // what this side may still send
-	stopped  bool     // the peer reads no more: sending stops
-	sendDone bool     // this side sends no more
-	inflight bool     // bytes read from f and not yet sent
-	q        [][]byte // received, not yet written to f
-	eof      bool     // the peer sends no more
-	recvDone bool     // this side writes no more to f
+	halves   int       // directions still running; f is closed when none is left
+	credit   int64     // what this side may still send
+	stopped  bool      // the peer reads no more: sending stops
+	sendDone bool      // this side sends no more
+	inflight bool      // bytes read from f and not yet sent
+	q        []*[]byte // received, not yet written to f (pooled buffers)
+	eof      bool      // the peer sends no more
+	recvDone bool      // this side writes no more to f
 }
 
 // start starts the stream's pumps.
@@ -192,20 +194,26 @@ func (s *stream) recvLoop() {
 			s.mu.Unlock()
 			break
 		}
-		b := s.q[0]
+		bp := s.q[0]
+		s.q[0] = nil
 		s.q = s.q[1:]
 		s.mu.Unlock()
+		b := *bp
 		if failed {
+			putBuf(bp)
 			continue
 		}
-		if _, err := s.f.Write(b); err != nil {
+		_, err := s.f.Write(b)
+		n := len(b)
+		putBuf(bp)
+		if err != nil {
 			// The reader is gone (EPIPE): tell the peer to stop, and drop what still comes.
 			failed = true
 			_ = s.m.fw.write(fStop, s.id)
 			continue
 		}
 		var c [4]byte
-		binary.BigEndian.PutUint32(c[:], uint32(len(b)))
+		binary.BigEndian.PutUint32(c[:], uint32(n))
 		_ = s.m.fw.write(fCredit, s.id, c[:])
 	}
 	s.finish(false)
@@ -238,16 +246,34 @@ func (s *stream) finish(sending bool) {
 	}
 }
 
-func (s *stream) push(b []byte, eof bool) {
+func (s *stream) push(b *[]byte, eof bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if eof {
 		s.eof = true
 	} else if !s.eof {
 		s.q = append(s.q, b)
+	} else {
+		putBuf(b)
 	}
 	s.cond.Broadcast()
 }
+
+// bufs are the buffers of received data, from the frame reader to a stream's writer: a stream
+// carrying hundreds of megabytes allocates a window's worth.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, MaxFrame); return &b }}
+
+func getBuf(n int) *[]byte {
+	bp := bufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		b := make([]byte, n)
+		return &b
+	}
+	*bp = (*bp)[:n]
+	return bp
+}
+
+func putBuf(bp *[]byte) { bufs.Put(bp) }
 
 func (s *stream) addCredit(n int64) {
 	s.mu.Lock()
