@@ -34,7 +34,7 @@ var _ VMM = (*qemu)(nil)
 func (q *qemu) Name() string { return "qemu " + q.version }
 
 // args is QEMU's command line for cfg, the control socket at descriptor ctlFd.
-func (q *qemu) args(cfg VMConfig, ctlFd int) []string {
+func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
 	accel, cpu := "tcg,thread=multi,tb-size=64", "max"
 	if cfg.Accel == AccelKVM {
 		accel, cpu = "kvm", "host"
@@ -51,6 +51,7 @@ func (q *qemu) args(cfg VMConfig, ctlFd int) []string {
 		"-device", "virtio-serial-device",
 		"-chardev", "socket,id=ctl,fd=" + strconv.Itoa(ctlFd),
 		"-device", "virtserialport,chardev=ctl,name=" + vm.PortName,
+		"-chardev", "socket,id=qmp,fd=" + strconv.Itoa(qmpFd), "-mon", "chardev=qmp,mode=control",
 	}
 	if cfg.Disk != "" {
 		a = append(a, "-drive", "id=disk,file="+cfg.Disk+",format=raw,if=none,cache=unsafe,discard=unmap",
@@ -80,8 +81,13 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	defer goR.Close()
 	defer goW.Close()
-	// Descriptors of the jail: 3 the go-ahead, 4 the control socket.
-	jc := jailConfig{Args: q.args(cfg, 4), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups}
+	qmpOurs, qmpTheirs, err := streamPair()
+	if err != nil {
+		return nil, err
+	}
+	defer qmpTheirs.Close()
+	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor.
+	jc := jailConfig{Args: q.args(cfg, 4, 5), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups}
 	if len(cfg.Share) > 0 {
 		jc.Share, jc.Mounts = shareRoot(cfg.Jail.Dir), cfg.Share
 	}
@@ -90,6 +96,7 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	spec, err := json.Marshal(jc)
 	if err != nil {
+		qmpOurs.Close()
 		return nil, err
 	}
 	cmd := &exec.Cmd{
@@ -98,16 +105,17 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		Env:        []string{},
 		Stdout:     cfg.Console,
 		Stderr:     cfg.Console,
-		ExtraFiles: []*os.File{goR, cfg.Control},
+		ExtraFiles: []*os.File{goR, cfg.Control, qmpTheirs},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
 	if err := cmd.Start(); err != nil {
+		qmpOurs.Close()
 		return nil, fmt.Errorf("start the VMM's jail: %w", err)
 	}
-	v := &qemuVM{cmd: cmd}
+	v := &qemuVM{cmd: cmd, qmp: newQMP(qmpOurs)}
 	if cfg.Jail.Cgroup != nil {
 		if err := cfg.Jail.Cgroup.AddProc(cmd.Process.Pid); err != nil {
 			_ = v.Kill()
@@ -124,11 +132,27 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 }
 
 // qemuVM is a running QEMU.
-type qemuVM struct{ cmd *exec.Cmd }
+type qemuVM struct {
+	cmd *exec.Cmd
+	qmp *qmp
+}
 
-func (v *qemuVM) Pid() int    { return v.cmd.Process.Pid }
-func (v *qemuVM) Wait() error { return v.cmd.Wait() }
+func (v *qemuVM) Pid() int { return v.cmd.Process.Pid }
+
+func (v *qemuVM) Wait() error {
+	err := v.cmd.Wait()
+	v.qmp.close()
+	return err
+}
+
 func (v *qemuVM) Kill() error { return v.cmd.Process.Kill() }
+
+// Pause implements VM: QMP stop, which also stops the guest's clocks, so the guest's processes
+// are not charged the time they spent stopped.
+func (v *qemuVM) Pause(ctx context.Context) error { return v.qmp.do(ctx, "stop") }
+
+// Resume implements VM: QMP cont.
+func (v *qemuVM) Resume(ctx context.Context) error { return v.qmp.do(ctx, "cont") }
 
 // qemuVersion asks the binary at path for its version ("7.2.22").
 func qemuVersion(path string) (string, error) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
@@ -127,6 +129,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 			cfg.Jail.Groups = []int{int(statGid(st))}
 		}
 	}
+	ks := &kernelStats{paused: &atomic.Bool{}}
 	t0 := time.Now()
 	s, err := d.rt.Launch(ctx, id, spec, nil, host.Launcher{
 		Start: func(ctx context.Context, ctl *os.File) (int, error) {
@@ -139,6 +142,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 			if link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
 				return 0, err
 			}
+			ks.link = link
 			go d.logBoot(id, link, t0)
 			return vm.Pid(), nil
 		},
@@ -152,20 +156,26 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		Root:      dir,
 		Layer:     dir,
 		UIDs:      uids,
-		Kernel: func(ctx context.Context) (host.KernelStats, error) {
-			var st vmlink.Stats
-			if link == nil {
-				return host.KernelStats{}, errors.New("no link to the guest")
+		Kernel:    ks.read,
+		Pause: func(ctx context.Context) error {
+			if err := v.Pause(ctx); err != nil {
+				return err
 			}
-			if err := link.Call(ctx, "stats", nil, &st); err != nil {
-				return host.KernelStats{}, err
-			}
-			return host.KernelStats{OOMKills: st.OOMKills, PidsHits: st.PidsHits, Pids: st.Pids, PidsLimit: st.PidsMax,
-				MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak, MemoryLimitBytes: st.MemoryMax,
-				DiskUsedBytes: st.DiskUsed, DiskLimitBytes: st.DiskTotal, DiskFull: st.DiskFull}, nil
+			ks.paused.Store(true)
+			return nil
 		},
-		Teardown: teardown,
-		Gone:     gone,
+		Resume: func(ctx context.Context) error {
+			if err := v.Resume(ctx); err != nil {
+				return err
+			}
+			ks.paused.Store(false)
+			return nil
+		},
+		// The guest kernel counts a command's CPU time by its own clock, which does not see
+		// the host throttling the VMM: an exec's CPU time is capped by the VMM cgroup's use.
+		CgroupCPU: true,
+		Teardown:  teardown,
+		Gone:      gone,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, consoleTail(console))
@@ -175,6 +185,38 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		return nil, setupErr("cgroup CPU limit", err)
 	}
 	return &Sandbox{hs: s, link: link}, nil
+}
+
+// kernelStats reads the guest kernel's counters of the sandbox (host.Launcher.Kernel); a paused
+// VM's are the last ones read.
+type kernelStats struct {
+	link   *vmlink.Host
+	paused *atomic.Bool
+
+	mu   sync.Mutex // guards last
+	last host.KernelStats
+}
+
+func (k *kernelStats) read(ctx context.Context) (host.KernelStats, error) {
+	if k.paused.Load() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.last, nil
+	}
+	if k.link == nil {
+		return host.KernelStats{}, errors.New("no link to the guest")
+	}
+	var st vmlink.Stats
+	if err := k.link.Call(ctx, "stats", nil, &st); err != nil {
+		return host.KernelStats{}, err
+	}
+	out := host.KernelStats{OOMKills: st.OOMKills, PidsHits: st.PidsHits, Pids: st.Pids, PidsLimit: st.PidsMax,
+		MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak, MemoryLimitBytes: st.MemoryMax,
+		DiskUsedBytes: st.DiskUsed, DiskLimitBytes: st.DiskTotal, DiskFull: st.DiskFull}
+	k.mu.Lock()
+	k.last = out
+	k.mu.Unlock()
+	return out, nil
 }
 
 // logBoot logs the guest agent's hello.
@@ -227,7 +269,8 @@ func (s *Sandbox) Destroy(ctx context.Context) error { return s.hs.Destroy(ctx) 
 // Done implements driver.Watcher: closed when the VM is gone (or its init).
 func (s *Sandbox) Done() <-chan struct{} { return s.hs.Done() }
 
-// Pause implements driver.Pauser: the VMM's cgroup is frozen, vCPUs and all.
+// Pause implements driver.Pauser: the VM's vCPUs and clocks are stopped (QMP stop), so its
+// processes use no CPU and are not charged the pause.
 func (s *Sandbox) Pause(ctx context.Context) error { return s.hs.Pause(ctx) }
 
 // Resume implements driver.Pauser.

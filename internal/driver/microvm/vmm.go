@@ -27,6 +27,9 @@ type VM interface {
 	Wait() error
 	// Kill ends the VMM process at once.
 	Kill() error
+	// Pause stops the vCPUs and the guest's clocks; Resume starts them again.
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
 }
 
 // VMConfig describes one VM.

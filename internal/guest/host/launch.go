@@ -113,6 +113,10 @@ type Launcher struct {
 	// processes. Exec's limit events and Usage read them from it; CPU and network stay the
 	// host's.
 	Kernel func(ctx context.Context) (KernelStats, error)
+	// Pause and Resume, when set, stop and restart the sandbox instead of freezing and thawing
+	// its cgroup (a VM: its VMM stops the vCPUs and the guest's clocks, so that its processes are
+	// not charged the time they spent stopped).
+	Pause, Resume func(ctx context.Context) error
 	// Gone, when set, runs once, last in Destroy. clean says init was reaped (or never started)
 	// and the cgroup is gone, so that nothing runs with the sandbox's ids any more.
 	Gone func(clean bool)

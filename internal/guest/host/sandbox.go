@@ -175,8 +175,11 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, freezeTimeout)
 	defer cancel()
-	// Freeze thaws again if the kernel does not get there in time.
-	if err := s.cg.Freeze(ctx); err != nil {
+	if s.l.Pause != nil {
+		if err := s.l.Pause(ctx); err != nil {
+			return fmt.Errorf("pause sandbox %s: %w", s.id, err)
+		}
+	} else if err := s.cg.Freeze(ctx); err != nil { // it thaws again if the kernel does not get there in time
 		return fmt.Errorf("pause sandbox %s: %w", s.id, err)
 	}
 	s.paused = true
@@ -193,7 +196,11 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	if !s.paused {
 		return nil
 	}
-	if err := s.cg.Thaw(ctx); err != nil {
+	if s.l.Resume != nil {
+		if err := s.l.Resume(ctx); err != nil {
+			return fmt.Errorf("resume sandbox %s: %w", s.id, err)
+		}
+	} else if err := s.cg.Thaw(ctx); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", s.id, err)
 	}
 	s.paused = false

@@ -170,6 +170,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	go watchOOM(p.memory, cmd.Process.Pid)
 	link, err := vmlink.NewGuest(port, agentEnd)
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 // stats reads the sandbox's counters in the guest kernel: its cgroup's, and its disk's use.
 func stats(p params) vmlink.Stats {
 	var s vmlink.Stats
-	s.OOMKills = keyed(filepath.Join(cgroupDir, "memory.events"), "oom_kill")
+	s.OOMKills = keyed(filepath.Join(cgroupDir, "memory.events"), "oom_kill") + oomKills.Load()
 	s.PidsHits = keyed(filepath.Join(cgroupDir, "pids.events"), "max")
 	s.Pids = single(filepath.Join(cgroupDir, "pids.current"))
 	s.PidsMax = p.pids
