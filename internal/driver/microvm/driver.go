@@ -48,7 +48,7 @@ type Config struct {
 	// InitPath is the airlock binary that becomes every guest's PID 1 (it must be statically
 	// linked: the initramfs has no libraries). Empty: this executable.
 	InitPath string
-	// Network is the network service; the level offers egress "none" only so far.
+	// Network attaches sandboxes whose egress policy is not "none" (nil: only "none").
 	Network *egress.Service
 }
 
@@ -172,6 +172,9 @@ func (d *Driver) probe() driver.Capabilities {
 		c.Fix = "make deps (QEMU and the guest kernel), run as root with cgroups, and use a statically linked airlock (CGO_ENABLED=0)"
 	}
 	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "limits:cpu,memory,pids,nofile,disk,timeout", "network:none"}
+	if d.cfg.Network != nil {
+		c.Features = append(c.Features, "network:restricted", "network:open")
+	}
 	return c
 }
 
@@ -199,8 +202,8 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if c := d.Capabilities(); !c.Available {
 		return nil, fmt.Errorf("microvm level: %s: %w", c.Reason, errdefs.ErrUnavailable)
 	}
-	if spec.Network.EgressPolicy != sandbox.EgressNone {
-		return nil, errdefs.Unavailable("network.egressPolicy", "the microvm level offers egressPolicy none only so far (a guest NIC behind the egress gateway is not built yet)")
+	if spec.Network.EgressPolicy != sandbox.EgressNone && d.cfg.Network == nil {
+		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
 	}
 	if spec.RootDir != "" || spec.Image != "" {
 		return nil, errdefs.Unavailable("image", "the microvm level runs on the host template only so far (images and templates are not built yet)")

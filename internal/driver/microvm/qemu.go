@@ -61,6 +61,14 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
 		a = append(a, "-fsdev", "local,id=share,path="+shareRoot(cfg.Jail.Dir)+",readonly=on,security_model=none",
 			"-device", "virtio-9p-device,fsdev=share,mount_tag="+vm.ShareTag)
 	}
+	if cfg.Network != nil {
+		// User-mode networking: every connection the guest makes is a socket QEMU opens in
+		// the sandbox's network namespace, so the namespace's firewall, DNS redirection,
+		// transparent proxy and shaping police it exactly as they do a process there. No IPv6
+		// (the namespace has none).
+		a = append(a, "-netdev", "user,id=net0,ipv6=off,net="+vm.GuestNet+",host="+vm.GuestGateway,
+			"-device", "virtio-net-device,netdev=net0")
+	}
 	if len(cfg.Writable) > 0 {
 		a = append(a, "-fsdev", "local,id=rw,path="+writableRoot(cfg.Jail.Dir)+",security_model=none",
 			"-device", "virtio-9p-device,fsdev=rw,mount_tag="+vm.WritableTag)
@@ -111,7 +119,13 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
-	if err := cmd.Start(); err != nil {
+	if cfg.Network != nil {
+		cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWNET
+		err = cfg.Network(cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		qmpOurs.Close()
 		return nil, fmt.Errorf("start the VMM's jail: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/guest/vmlink"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -112,6 +113,20 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		return undo(setupErr("serial port", err))
 	}
 	defer vmEnd.Close()
+	networked := spec.Network.EgressPolicy != sandbox.EgressNone
+	var gw *egress.Gateway
+	if networked {
+		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
+			return undo(err)
+		}
+		// From here the sandbox's Destroy closes it; before Launch, undo does.
+		undoGW := undo
+		undo = func(err error) (driver.Sandbox, error) {
+			_ = gw.Close()
+			return undoGW(err)
+		}
+		plan.HostNet = true
+	}
 	vcpus := int(spec.Resources.CPU)
 	if float64(vcpus) < float64(spec.Resources.CPU) {
 		vcpus++
@@ -120,7 +135,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	cfg := VMConfig{
 		Kernel: d.kernel.vmlinux, Initrd: bs.initrd, Accel: bs.accel,
 		VCPUs: max(vcpus, 1), MemoryMB: guestMB,
-		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0, len(writable) > 0),
+		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0, len(writable) > 0, networked),
 		Disk:    disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
 		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
 	}
@@ -131,7 +146,10 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	}
 	ks := &kernelStats{paused: &atomic.Bool{}}
 	t0 := time.Now()
-	s, err := d.rt.Launch(ctx, id, spec, nil, host.Launcher{
+	if gw != nil {
+		cfg.Network = gw.Link.Run
+	}
+	s, err := d.rt.Launch(ctx, id, spec, gw, host.Launcher{
 		Start: func(ctx context.Context, ctl *os.File) (int, error) {
 			vm, err := d.vmm.Start(ctx, cfg)
 			if err != nil {

@@ -49,6 +49,11 @@ type VMConfig struct {
 	// Control is the VM's end of a connected stream socket: the guest's serial port named
 	// guest/vm.PortName. Console receives the guest's console (its kernel's messages).
 	Control, Console *os.File
+	// Network, when set, gives the guest a network card whose traffic leaves through sockets
+	// of the VMM in the network namespace that Network starts the VMM in (it calls start on a
+	// thread inside it): the sandbox's, behind its egress gateway. Otherwise the VMM gets a
+	// network namespace of its own, with nothing in it.
+	Network func(start func() error) error
 	// Jail is how the VMM process is confined.
 	Jail JailSpec
 }

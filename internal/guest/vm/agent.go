@@ -45,6 +45,10 @@ const (
 	// WritableDir and WritableTag are the writable share's (the operator's read-write volumes).
 	WritableDir = "/host-rw"
 	WritableTag = "airlock-rw"
+	// GuestNet, GuestAddr and GuestGateway are the guest's network (QEMU's user-mode network).
+	GuestNet     = "10.0.2.0/24"
+	GuestAddr    = "10.0.2.15/24"
+	GuestGateway = "10.0.2.2"
 	// cgroupDir is the sandbox's cgroup in the guest kernel.
 	cgroupDir = "/sys/fs/cgroup/sandbox"
 )
@@ -56,6 +60,7 @@ const (
 	ParamDisk   = "airlock.disk"     // the writable layer's block device, if any
 	ParamShare  = "airlock.share"    // 1: the host's read-only share is there
 	ParamRW     = "airlock.writable" // 1: the writable share is there
+	ParamNet    = "airlock.net"      // 1: the guest has a network card
 )
 
 // IsAgent reports whether this process is a microvm guest's PID 1.
@@ -78,6 +83,7 @@ type params struct {
 	memory, pids    int64
 	disk            string
 	share, writable bool
+	net             bool
 }
 
 func readParams() (params, error) {
@@ -99,6 +105,8 @@ func readParams() (params, error) {
 			p.share = v == "1"
 		case ParamRW:
 			p.writable = v == "1"
+		case ParamNet:
+			p.net = v == "1"
 		}
 		if err != nil {
 			return p, fmt.Errorf("kernel command line %s: %w", f, err)
@@ -116,7 +124,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := loadModules("/lib/modules"); err != nil {
+	if err := loadModules("/lib/modules", p.net); err != nil {
 		return err
 	}
 	phases["modules"] = uptimeMs()
@@ -144,6 +152,10 @@ func run() error {
 		}
 	}
 	phases["mounts"] = uptimeMs()
+	if err := network(p.net); err != nil {
+		return err
+	}
+	phases["network"] = uptimeMs()
 	cg, err := sandboxCgroup(p.memory, p.pids)
 	if err != nil {
 		return err
@@ -210,13 +222,20 @@ func mountEarly() error {
 	return nil
 }
 
-// loadModules loads the initramfs's modules in the order the file "order" lists them.
-func loadModules(dir string) error {
+// netModules are loaded only for a guest with a network card (ParamNet).
+var netModules = map[string]bool{"failover.ko": true, "net_failover.ko": true, "virtio_net.ko": true}
+
+// loadModules loads the initramfs's modules in the order the file "order" lists them; the
+// network's only when net.
+func loadModules(dir string, net bool) error {
 	b, err := os.ReadFile(filepath.Join(dir, "order"))
 	if err != nil {
 		return fmt.Errorf("kernel modules: %w", err)
 	}
 	for _, name := range strings.Fields(string(b)) {
+		if netModules[filepath.Base(name)] && !net {
+			continue
+		}
 		f, err := os.Open(filepath.Join(dir, filepath.Base(name)))
 		if err != nil {
 			return fmt.Errorf("kernel module %s: %w", name, err)

@@ -116,6 +116,12 @@ func (g *Guest) packet(p []byte) {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
+		for _, s := range streams { // made, never started
+			s.f.Close()
+			g.m.mu.Lock()
+			delete(g.m.streams, s.id)
+			g.m.mu.Unlock()
+		}
 		for _, id := range ids {
 			_ = g.m.fw.write(fStop, id)
 		}
@@ -151,6 +157,9 @@ func (g *Guest) packet(p []byte) {
 	if parsed && g.Rewrite != nil {
 		if b, fds, err = g.Rewrite(b, fds); err != nil {
 			fail()
+			// The host hears it as init's own setup error would come.
+			msg, _ := json.Marshal(&guest.Message{Kind: guest.MsgError, ID: peek.ID, Error: "guest agent: " + err.Error()})
+			_ = g.m.fw.write(fPacket, 0, encodePacket(nil, nil, msg)...)
 			return
 		}
 	}

@@ -244,12 +244,10 @@ func rawBoot(qemu, accel, initrd string) (time.Duration, error) {
 	ctlHost, ctlInit := os.NewFile(uintptr(seq[0]), "ctl"), os.NewFile(uintptr(seq[1]), "ctl-init")
 	defer ctlHost.Close()
 	a, c := "tcg,thread=multi,tb-size=64", "max"
-	cmdline := "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init i8042.noaux i8042.nokbd cryptomgr.notests random.trust_cpu=on"
 	if accel == microvm.AccelKVM {
 		a, c = "kvm", "host"
-	} else {
-		cmdline += " tsc_early_khz=2000000 tsc=reliable"
 	}
+	cmdline := microvm.KernelCmdline(accel)
 	cmd := exec.Command(qemu, "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on", "-accel", a, "-cpu", c,
 		"-smp", "1", "-m", strconv.Itoa(2048+160), "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", "/usr/local/lib/airlock/microvm/vmlinux", "-initrd", initrd, "-append", cmdline,
