@@ -201,7 +201,9 @@ func cmdline(accel string, memory, pids int64, disk, share, writable, net bool) 
 		"i8042.noaux", "i8042.nokbd", "cryptomgr.notests", "random.trust_cpu=on",
 		// Initcalls a sandbox has no use for, and the slowest under TCG (initcall_debug: kprobe
 		// tracing's 0.67 s, BPF's devmap 0.13 s).
-		"initcall_blacklist=init_kprobe_trace,dev_map_init"}
+		"initcall_blacklist=init_kprobe_trace,dev_map_init",
+		// Huge pages in a small guest only make the host back 2 MiB for each page touched.
+		"transparent_hugepage=never"}
 	if accel == AccelTCG {
 		a = append(a, "tsc_early_khz=2000000", "tsc=reliable")
 	}

@@ -39,10 +39,15 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
 	if cfg.Accel == AccelKVM {
 		accel, cpu = "kvm", "host"
 	}
+	mem := strconv.FormatInt(cfg.MemoryMB, 10)
 	a := []string{q.path,
-		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on",
+		// Guest RAM is a memfd: QEMU madvises its private RAM for transparent huge pages, which
+		// a guest touching a page here and there turns into 2 MiB of the host's memory each
+		// (an idle VM held 270 MiB of them); the memfd's pages are the 4 KiB the guest touched.
+		"-object", "memory-backend-memfd,id=ram,share=on,size=" + mem + "M",
+		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram",
 		"-accel", accel, "-cpu", cpu,
-		"-smp", strconv.Itoa(cfg.VCPUs), "-m", strconv.FormatInt(cfg.MemoryMB, 10),
+		"-smp", strconv.Itoa(cfg.VCPUs), "-m", mem,
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// QEMU's own seccomp filter: no new processes, no privilege changes, no obsolete calls.
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
