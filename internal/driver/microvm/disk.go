@@ -27,7 +27,7 @@ func makeDisk(path string, sizeMB int64, uid, gid int) error {
 	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-T", "default", "-m", "0", "-O", "^has_journal",
 		"-E", "lazy_itable_init=1,nodiscard,root_owner=0:0", "-L", "airlock", path).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("mkfs.ext4: %v: %s", err, out)
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, out)
 	}
 	return os.Chown(path, uid, gid)
 }

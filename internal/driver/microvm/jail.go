@@ -51,7 +51,7 @@ func jail() error {
 	// The go-ahead: the driver has put this process in the VM's cgroup.
 	goAhead := os.NewFile(3, "go")
 	if n, err := goAhead.Read(make([]byte, 1)); n != 1 {
-		return fmt.Errorf("no go-ahead: %v", err)
+		return fmt.Errorf("no go-ahead (%d bytes): %w", n, err)
 	}
 	goAhead.Close()
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {

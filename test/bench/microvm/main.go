@@ -160,12 +160,12 @@ func run(n, execs int, jsonOut string) error {
 	if err != nil {
 		return err
 	}
-	defer vmSb.Destroy(context.Background())
+	defer func() { _ = vmSb.Destroy(context.Background()) }()
 	procSb, err := createOn(proc)
 	if err != nil {
 		return err
 	}
-	defer procSb.Destroy(context.Background())
+	defer func() { _ = procSb.Destroy(context.Background()) }()
 	for _, c := range []struct{ name, cmd string }{{"true", "true"}, {"python3 print(1)", "python3 -c 'print(1)'"}} {
 		for _, lv := range []struct {
 			name string
