@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes build run demo test bench bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps wasm-runtimes build sdk run demo test bench bench-sdk bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -26,9 +26,16 @@ wasm-runtimes:
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
 
+# The SDKs from their sources and api/openapi.json: the TypeScript one's dependencies (pinned by
+# its package-lock.json) and build (sdk/typescript/dist), and the Python one's wheel
+# (sdk/python/dist; its build backend is in the tree, so no index is needed). Neither is committed.
+sdk:
+	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	cd sdk/python && python3 -m pip wheel --no-build-isolation --no-index --no-deps -q -w dist .
+
 # The main job: set up, build, start airlock serve on loopback with a local data dir, create a
 # first API key and print a copy-paste example (Ctrl-C stops it).
-run: deps build
+run: deps build sdk
 	@$(BIN) doctor
 	@scripts/quickstart.sh
 
@@ -58,12 +65,12 @@ golangci-lint:
 
 # Every test. The sandbox tests need root (they create cgroups and namespaces); CI runs as root.
 # AIRLOCK_TEST_REQUIRE_ROOT=1: a test that needs root fails instead of skipping (testutil.RequiresRoot).
-test: deps vet build
+test: deps vet build sdk
 	AIRLOCK_TEST_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 30m ./...
 
 # Startup speed beside bubblewrap and unshare, interleaved in one run, then the daemon's API
 # beside a local sh (see docs/performance.md).
-bench: deps build
+bench: deps build sdk
 	$(GO) run ./test/bench -airlock $(BIN)
 	$(GO) run ./test/bench/daemon -airlock $(BIN)
 	$(GO) run ./test/bench/network
@@ -71,6 +78,10 @@ bench: deps build
 	$(GO) run ./test/bench/snapshot -airlock $(BIN)
 	$(GO) run ./test/bench/audit -airlock $(BIN)
 	$(GO) run ./test/bench/wasm -airlock $(BIN)
+
+# The exec round trip through the TypeScript and Python SDKs beside the Go SDK and curl.
+bench-sdk: deps build sdk
+	$(GO) run ./test/bench/sdk -airlock $(BIN)
 
 bench-container: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)

@@ -53,7 +53,7 @@ const (
 	MsgExited  = "exited"  // init → host: the command ended (ID, ExitCode, Signal, Usage)
 	MsgSignal  = "signal"  // host → init: signal a command's process group (ID, Signal)
 	MsgOOM     = "oom"     // host → init: the sandbox is at its memory limit; kill its largest process
-	MsgResize  = "resize"  // host → init: set a relayed terminal's size (ID, Size)
+	MsgResize  = "resize"  // host → init: set a relayed terminal's size (ID, Size); init → host: it is set (ID)
 	MsgPing    = "ping"    // host → init: are you there? (a host adopting the sandbox asks)
 	MsgPong    = "pong"    // init → host: yes (ID; Guest, when the sandbox's kernel counts its processes)
 	MsgLayer   = "layer"   // host → init: send me the writable layer; init → host: here (ID; the fd)

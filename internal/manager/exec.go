@@ -37,7 +37,7 @@ type Stream struct {
 	Stdout, Stderr io.Writer
 	TTY            bool
 	Rows, Cols     uint16
-	Resize         <-chan sandbox.Winsize
+	Resize         <-chan sandbox.Resize
 	Signal         <-chan syscall.Signal
 	// Started is called with the execution ID once the exec is recorded, before it runs.
 	Started func(execID string)

@@ -33,10 +33,11 @@ func (r *metricRing) add(s api.MetricsSample) {
 	}
 }
 
+// recent is a copy of the samples: [] when there is none yet, as every list is answered.
 func (r *metricRing) recent() []api.MetricsSample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]api.MetricsSample(nil), r.samples...)
+	return append([]api.MetricsSample{}, r.samples...)
 }
 
 func cpuPercent(prev, cur api.MetricsSample) float64 {

@@ -32,7 +32,7 @@ type ExecRequest struct {
 	// (stderr included). Rows and Cols are its first size; Resize changes it.
 	TTY        bool
 	Rows, Cols uint16
-	Resize     <-chan Winsize
+	Resize     <-chan Resize
 	// Signal delivers signals to the command's process group while it runs.
 	Signal <-chan syscall.Signal
 
@@ -43,6 +43,13 @@ type ExecRequest struct {
 
 // Winsize is a terminal's size in characters.
 type Winsize struct{ Rows, Cols uint16 }
+
+// Resize is a new size for an exec's terminal. Done, when set, is closed once the size is in
+// force, so that input the caller sends after Done is read under the new size.
+type Resize struct {
+	Winsize
+	Done chan<- struct{}
+}
 
 // Limit event types (docs/levels.md#resources-and-limits): every limit that is hit is reported with one of these.
 const (

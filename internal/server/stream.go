@@ -45,6 +45,9 @@ func sendFrame(c *websocket.Conn, f api.Frame) error {
 	return c.WriteMessage(websocket.Text, b)
 }
 
+// resizeWait bounds how long an interactive exec's reader waits for a resize to be in force.
+const resizeWait = 2 * time.Second
+
 // execInteractive runs one command over a WebSocket: the client's first frame is "start", then
 // stdin, resize, eof and signal frames; the daemon answers started, stdout/stderr chunks and one
 // exit (or error) frame. A client that goes away kills the command.
@@ -85,7 +88,11 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 	defer cancel()
 	stdinR, stdinW := io.Pipe()
 	defer stdinR.Close()
-	resize := make(chan sandbox.Winsize, 8)
+	// Resizes are applied in order with stdin: the reader takes the client's next frame only once
+	// a resize is in force (or the exec is over; or after resizeWait, for an init adopted from an
+	// earlier airlock, which does not say when), so that what the client types after it sees the
+	// new size.
+	resize := make(chan sandbox.Resize)
 	signals := make(chan syscall.Signal, 8)
 	go func() {
 		// The reader: the client's frames until it goes away, which ends the command.
@@ -106,9 +113,18 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 			case api.FrameEOF:
 				stdinW.Close()
 			case api.FrameResize:
+				if !start.Start.TTY {
+					continue // no terminal to resize
+				}
+				applied := make(chan struct{})
 				select {
-				case resize <- sandbox.Winsize{Rows: f.Rows, Cols: f.Cols}:
-				default:
+				case resize <- sandbox.Resize{Winsize: sandbox.Winsize{Rows: f.Rows, Cols: f.Cols}, Done: applied}:
+					select {
+					case <-applied:
+					case <-ctx.Done():
+					case <-time.After(resizeWait):
+					}
+				case <-ctx.Done():
 				}
 			case api.FrameSignal:
 				select {

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -44,7 +45,7 @@ print("ctty")`,
 
 	// A resize reaches the command as SIGWINCH and a new size.
 	stream := newStream()
-	resize := make(chan sandbox.Winsize, 1)
+	resize := make(chan sandbox.Resize, 1)
 	ch := execAsync(sb, 10*time.Second, sandbox.ExecRequest{TTY: true, Rows: 30, Cols: 100, Resize: resize, Stdout: stream,
 		Command: h.Command(t, Script{
 			Sh: `trap 'stty size; exit 0' WINCH; echo ready; i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; exit 1`,
@@ -62,13 +63,46 @@ for _ in range(100):
 sys.exit(1)`,
 		})})
 	stream.waitFor(t, "ready", 5*time.Second)
-	resize <- sandbox.Winsize{Rows: 40, Cols: 120}
+	resize <- sandbox.Resize{Winsize: sandbox.Winsize{Rows: 40, Cols: 120}}
 	r := <-ch
 	if r.err != nil || r.res.ExitCode != 0 || !strings.Contains(r.res.Stdout, "40 120") {
 		t.Fatalf("resize: %v exit %d stdout %q", r.err, r.res.ExitCode, r.res.Stdout)
 	}
 	if stream.String() != r.res.Stdout {
 		t.Errorf("streamed %q, captured %q", stream.String(), r.res.Stdout)
+	}
+
+	// A resize is in force when its Done closes: input sent after it is read under the new size.
+	for i := range 3 {
+		stdin, typed := io.Pipe()
+		stream := newStream()
+		resize := make(chan sandbox.Resize)
+		ch := execAsync(sb, 10*time.Second, sandbox.ExecRequest{TTY: true, Rows: 30, Cols: 100, Resize: resize, Stdin: stdin, Stdout: stream,
+			Command: h.Command(t, Script{
+				Sh: `echo ready; read l; stty size`,
+				Py: `
+import os
+print("ready", flush=True)
+input()
+size = os.get_terminal_size(0)
+print(size.lines, size.columns)`,
+			})})
+		stream.waitFor(t, "ready", 5*time.Second)
+		done := make(chan struct{})
+		resize <- sandbox.Resize{Winsize: sandbox.Winsize{Rows: 41 + uint16(i), Cols: 121}, Done: done}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a resize's Done was not closed")
+		}
+		if _, err := typed.Write([]byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+		r := <-ch
+		typed.Close()
+		if want := fmt.Sprintf("%d 121", 41+i); r.err != nil || r.res.ExitCode != 0 || !strings.Contains(r.res.Stdout, want) {
+			t.Fatalf("input after a resize: %v exit %d stdout %q, want the size %s", r.err, r.res.ExitCode, r.res.Stdout, want)
+		}
 	}
 
 	// Stdin is typed into the terminal; its end is the terminal's EOF, which ends a shell (or a

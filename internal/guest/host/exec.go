@@ -105,7 +105,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 
 	var (
 		killTimer  <-chan time.Time
-		resize     <-chan sandbox.Winsize // read once the terminal exists
+		resize     <-chan sandbox.Resize // read once the terminal exists
+		resized    []chan<- struct{}     // Done of the resizes sent to init, oldest first, until it says each is set
 		usage      *guest.Rusage
 		guestAfter *guest.CgroupStats // the sandbox kernel's counters when the command ended
 	)
@@ -126,6 +127,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 					m.Files = m.Files[1:]
 					resize = req.Resize
 				}
+			case guest.MsgResize:
+				if len(resized) > 0 {
+					close(resized[0])
+					resized = resized[1:]
+				}
 			case guest.MsgExited:
 				res.ExitCode = m.ExitCode
 				usage, guestAfter = m.Usage, m.Guest
@@ -140,16 +146,23 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 				waiting = false
 			}
 			m.CloseFiles()
-		case ws, ok := <-resize:
+		case rs, ok := <-resize:
 			if !ok {
 				resize = nil
 				continue
 			}
-			if relayEnd != nil {
+			switch {
+			case relayEnd != nil:
 				// A send fails only when init is gone, which s.done says below.
-				_ = s.ctl.send(&guest.Message{Kind: guest.MsgResize, ID: req.ID, Size: &ws})
-			} else {
-				std.resize(ws)
+				_ = s.ctl.send(&guest.Message{Kind: guest.MsgResize, ID: req.ID, Size: &rs.Winsize})
+				if rs.Done != nil {
+					resized = append(resized, rs.Done) // closed when init says it is set
+				}
+			default:
+				std.resize(rs.Winsize)
+				if rs.Done != nil {
+					close(rs.Done)
+				}
 			}
 		case sig, ok := <-signals:
 			if !ok {

@@ -114,7 +114,7 @@ func (s *Sandbox) readLoop() {
 		if ok {
 			select {
 			case ch <- m:
-			default: // a waiter gets at most started+exited; anything more is noise
+			default: // a waiter gets started, exited and a resize's ack at a time (its server waits for each); anything more is noise
 				ok = false
 			}
 		}

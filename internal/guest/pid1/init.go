@@ -371,6 +371,7 @@ func (srv *initServer) serve() {
 					guest.SetWinsize(r.tty, *m.Size)
 				}
 			}
+			ctl.tell(&guest.Message{Kind: guest.MsgResize, ID: m.ID}) // in force: the host may send what follows it
 		case guest.MsgPing:
 			ctl.tell(&guest.Message{Kind: guest.MsgPong, ID: m.ID, Guest: srv.guest.stats()})
 		case guest.MsgQuiesce:
