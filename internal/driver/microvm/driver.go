@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -73,7 +74,10 @@ type Driver struct {
 	boot   *bootSetup
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver   = (*Driver)(nil)
+	_ driver.Restorer = (*Driver)(nil)
+)
 
 // kernelInfo is the installed guest kernel, from its manifest.
 type kernelInfo struct {
@@ -171,7 +175,7 @@ func (d *Driver) probe() driver.Capabilities {
 		c.Reason = strings.Join(missing, "; ")
 		c.Fix = "make deps (QEMU and the guest kernel), run as root with cgroups, and use a statically linked airlock (CGO_ENABLED=0)"
 	}
-	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "limits:cpu,memory,pids,nofile,disk,timeout", "network:none"}
+	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "limits:cpu,memory,pids,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem}
 	if d.cfg.Network != nil {
 		c.Features = append(c.Features, "network:restricted", "network:open")
 	}
@@ -212,5 +216,21 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if err != nil {
 		return nil, fmt.Errorf("microvm level: %w: %w", err, errdefs.ErrSetup)
 	}
-	return d.start(ctx, id, spec, boot)
+	return d.start(ctx, id, spec, boot, nil)
+}
+
+// Restore implements driver.Restorer: a new VM whose init extracts the snapshot's layer onto its
+// fresh disk before anything runs. Memory images are not restored (yet).
+func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
+	if mem != "" {
+		return nil, errdefs.Unavailable("snapshot", "the microvm level restores files only so far (memory snapshots are not built)")
+	}
+	if c := d.Capabilities(); !c.Available {
+		return nil, fmt.Errorf("microvm level: %s: %w", c.Reason, errdefs.ErrUnavailable)
+	}
+	boot, err := d.setup(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("microvm level: %w: %w", err, errdefs.ErrSetup)
+	}
+	return d.start(ctx, id, spec, boot, layer)
 }

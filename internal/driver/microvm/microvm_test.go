@@ -247,7 +247,6 @@ var skips = map[string]string{
 	"HostUnprivileged":   "the sandbox's ids are its guest kernel's, which maps them onto nothing of the host's: /proc/self/uid_map is that kernel's identity map. On the host the sandbox is one QEMU process running as the sandbox's own unprivileged uid (TestVMMJailed checks it)",
 	"FileRoot":           "the host does not reach a VM's files: the files API over the control link is not built yet (no driver.FileRooter)",
 	"LayerChanges":       "the writable layer is the guest's ext4 disk, which the host does not read while the VM runs (no driver.Layerer yet)",
-	"Snapshot":           "filesystem snapshots of a VM's disk are not built yet (no driver.Snapshotter)",
 	"SnapshotMemory":     "memory snapshots (QEMU migration to a file) are not built yet",
 	"SnapshotPrepared":   "memory snapshots (QEMU migration to a file) are not built yet",
 	"CPUQuota/own clock": "a process's CPU clock in the guest is the guest kernel's own account, which does not see the host throttling the VMM's cgroup; airlock's figure is checked",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,7 +36,7 @@ const (
 )
 
 // start makes sandbox id's VM and has host.Runtime.Launch drive its init.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bootSetup) (driver.Sandbox, error) {
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bootSetup, seed io.Reader) (driver.Sandbox, error) {
 	dir := filepath.Join(d.cfg.StateDir, "vms", id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
@@ -189,6 +190,18 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 			ks.paused.Store(false)
 			return nil
 		},
+		Seed: seed,
+		Snapshot: func(ctx context.Context, w io.Writer, _ string, paused bool) (bool, error) {
+			// The agent reads the layer in the guest, with the sandbox frozen: a paused VM
+			// runs again for that, its sandbox's processes frozen, and is paused after.
+			if paused {
+				if err := v.Resume(ctx); err != nil {
+					return false, err
+				}
+				defer func() { _ = v.Pause(context.WithoutCancel(ctx)) }()
+			}
+			return false, link.CallStream(ctx, "layer", w)
+		},
 		// The guest kernel counts a command's CPU time by its own clock, which does not see
 		// the host throttling the VMM: an exec's CPU time is capped by the VMM cgroup's use.
 		CgroupCPU: true,
@@ -266,11 +279,12 @@ type Sandbox struct {
 }
 
 var (
-	_ driver.Sandbox = (*Sandbox)(nil)
-	_ driver.Watcher = (*Sandbox)(nil)
-	_ driver.Pauser  = (*Sandbox)(nil)
-	_ driver.Statser = (*Sandbox)(nil)
-	_ driver.Claimer = (*Sandbox)(nil)
+	_ driver.Sandbox     = (*Sandbox)(nil)
+	_ driver.Snapshotter = (*Sandbox)(nil)
+	_ driver.Watcher     = (*Sandbox)(nil)
+	_ driver.Pauser      = (*Sandbox)(nil)
+	_ driver.Statser     = (*Sandbox)(nil)
+	_ driver.Claimer     = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -297,6 +311,15 @@ func (s *Sandbox) Resume(ctx context.Context) error { return s.hs.Resume(ctx) }
 // Usage implements driver.Statser: CPU is the VMM's; memory, processes and disk the guest
 // kernel's counts of the sandbox.
 func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) { return s.hs.Usage(ctx) }
+
+// Snapshot implements driver.Snapshotter: the writable layer, as a tar stream the guest agent
+// writes with the sandbox's cgroup frozen. Memory is not saved (yet).
+func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, error) {
+	return s.hs.Snapshot(ctx, w, "")
+}
+
+// SavesMemory implements driver.Snapshotter.
+func (s *Sandbox) SavesMemory() bool { return false }
 
 // Claim implements driver.Claimer.
 func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }

@@ -188,11 +188,22 @@ func run() error {
 		return err
 	}
 	link.Rewrite = rewrite
-	link.Handle = func(kind string, _ json.RawMessage) (any, error) {
-		if kind != "stats" {
-			return nil, fmt.Errorf("unknown call %q", kind)
+	link.Handle = func(kind string, body json.RawMessage) (any, error) {
+		switch kind {
+		case "stats":
+			return stats(p), nil
+		case "layer":
+			var b vmlink.StreamBody
+			if err := json.Unmarshal(body, &b); err != nil {
+				return nil, err
+			}
+			w, err := link.SendStream(b.Stream)
+			if err != nil {
+				return nil, err
+			}
+			return nil, writeLayer(w, p)
 		}
-		return stats(p), nil
+		return nil, fmt.Errorf("unknown call %q", kind)
 	}
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)

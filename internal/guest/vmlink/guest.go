@@ -79,6 +79,17 @@ func (g *Guest) Run() {
 // Close ends the link.
 func (g *Guest) Close() { g.m.close() }
 
+// SendStream opens stream id, which the host made for a call's answer (CallStream): what is
+// written to the writer goes to the host until it is closed.
+func (g *Guest) SendStream(id uint32) (io.WriteCloser, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, err
+	}
+	g.m.open(id, fileOf(p[0], "airlock-vmlink"), true, false).start()
+	return os.NewFile(uintptr(p[1]), "airlock-vmlink-send"), nil
+}
+
 func (g *Guest) frame(typ byte, id uint32, p []byte) {
 	switch typ {
 	case fPacket:

@@ -111,6 +111,43 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 	}
 }
 
+// StreamBody is the body of a call that answers with a stream (CallStream): the stream's id, and
+// the call's own body.
+type StreamBody struct {
+	Stream uint32          `json:"stream"`
+	Body   json.RawMessage `json:"body,omitempty"`
+}
+
+// CallStream asks the guest agent kind, which writes its answer as a stream of bytes: they are
+// copied to w. It returns once the answer and all of the stream arrived.
+func (h *Host) CallStream(ctx context.Context, kind string, w io.Writer) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	s := h.m.open(0, pw, false, true)
+	s.start()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(w, pr)
+		pr.Close() // a copy cut short leaves the stream writing to a closed pipe: it stops
+		copied <- err
+	}()
+	if err := h.Call(ctx, kind, StreamBody{Stream: s.id}, nil); err != nil {
+		pr.Close()
+		<-copied
+		return err
+	}
+	select {
+	case err := <-copied:
+		return err
+	case <-ctx.Done():
+		pr.Close()
+		<-copied
+		return ctx.Err()
+	}
+}
+
 func (h *Host) frame(typ byte, id uint32, p []byte) {
 	switch typ {
 	case fPacket:
