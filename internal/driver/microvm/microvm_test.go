@@ -284,3 +284,26 @@ func TestConformance(t *testing.T) {
 		Leaks:     d.Leftovers,
 	})
 }
+
+// TestSweep: a VM whose airlock process is gone (its directory's owner record names a dead
+// process) is swept: its VMM killed, its cgroup, directory and uid range released.
+func TestSweep(t *testing.T) {
+	d := newDriver(t)
+	h := &drivertest.Harness{D: d}
+	sb := h.New(t, sandbox.Spec{})
+	pid := sb.(*microvm.Sandbox).VMMPid()
+	dir := filepath.Join(d.StateDir(), "vms", sb.ID())
+	// pid 1's start time is not 1: the record names a process that is gone.
+	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte("1 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.Sweep(context.Background())
+	select {
+	case <-sb.(driver.Watcher).Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the swept VM's VMM %d still runs", pid)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the swept VM's directory: %v", err)
+	}
+}

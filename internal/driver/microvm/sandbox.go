@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/guest/vmlink"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -41,8 +42,13 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	// Host root's, traversable: the VMM opens its disk in it and writes nothing there.
+	if err := os.Mkdir(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
+	}
+	// Which airlock process made the VM, for Sweep.
+	if owner, err := procfs.OwnerLine(); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "owner"), owner, 0o600)
 	}
 	uids, err := d.rt.AllocateUIDs(sandbox.LevelMicroVM, id, dir)
 	if err != nil {
@@ -84,9 +90,6 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	plan, share, writable, err := d.plan(spec)
 	if err != nil {
 		return undo(err)
-	}
-	if err := os.Chown(dir, vmmUID, vmmUID); err != nil {
-		return undo(setupErr("state directory", err))
 	}
 	disk := filepath.Join(dir, "disk.img")
 	if err := makeDisk(disk, spec.Resources.DiskMB, vmmUID, vmmUID); err != nil {
