@@ -111,6 +111,7 @@ func (d *Driver) setup(ctx context.Context) (*bootSetup, error) {
 			d.caps.Checks[i].Detail = b.accel + ": " + b.why
 		}
 	}
+	d.caps.Detail = "accelerator " + b.accel + ": " + b.why
 	for i, f := range d.caps.Features {
 		if strings.HasPrefix(f, "accelerator:") {
 			d.caps.Features[i] = "accelerator:" + b.accel

@@ -164,6 +164,7 @@ func (d *Driver) probe() driver.Capabilities {
 	check("mkfs.ext4", true, mkfsErr == nil, map[bool]string{true: "formats each sandbox's writable disk", false: "mkfs.ext4 not found (fix: apt-get install e2fsprogs)"}[mkfsErr == nil])
 	accel, why := d.accelVerdict()
 	check("accelerator", false, true, accel+": "+why)
+	c.Detail = "accelerator " + accel + ": " + why
 	var missing []string
 	for _, ch := range c.Checks {
 		if ch.Required && !ch.OK {
