@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -137,11 +136,13 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 		return tcg("trial boot under KVM: " + err.Error())
 	}
 	defer ctlHost.Close()
-	st, err := os.Stat("/dev/kvm")
-	var groups []int
-	if err == nil {
-		groups = []int{int(st.Sys().(*syscall.Stat_t).Gid)}
+	jailDir, err := os.MkdirTemp(d.cfg.StateDir, ".trial-")
+	if err != nil {
+		hostEnd.Close()
+		vmEnd.Close()
+		return tcg("trial boot under KVM: " + err.Error())
 	}
+	defer os.RemoveAll(jailDir)
 	con, err := os.CreateTemp(d.cfg.StateDir, ".trial-console-*")
 	if err != nil {
 		hostEnd.Close()
@@ -159,7 +160,7 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 	}
 	cfg := VMConfig{Kernel: d.kernel.vmlinux, Initrd: initrd, Accel: AccelKVM, VCPUs: 1, MemoryMB: 256,
 		Cmdline: cmdline(AccelKVM, 0, 0, false, false, false, false), Control: vmEnd, Console: con,
-		Jail: JailSpec{UID: 65534, GID: 65534, Groups: groups}}
+		Jail: JailSpec{UID: 65534, GID: 65534, Dir: jailDir}}
 	t0 := time.Now()
 	v, err := d.vmm.Start(ctx, cfg)
 	vmEnd.Close()

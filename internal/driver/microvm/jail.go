@@ -31,6 +31,9 @@ type jailConfig struct {
 	Groups []int        `json:"groups,omitempty"`
 	Share  string       `json:"share,omitempty"` // where to assemble the share
 	Mounts []ShareMount `json:"mounts,omitempty"`
+	// KVM, with Dir, gives the VMM a /dev/kvm of its own (see kvmNode).
+	KVM bool   `json:"kvm,omitempty"`
+	Dir string `json:"dir,omitempty"`
 	// Writable and WritableMounts are the writable share's.
 	Writable       string       `json:"writable,omitempty"`
 	WritableMounts []ShareMount `json:"writableMounts,omitempty"`
@@ -67,6 +70,11 @@ func jail() error {
 			return fmt.Errorf("writable share: %w", err)
 		}
 	}
+	if c.KVM {
+		if err := kvmNode(c.Dir, c.UID, c.GID); err != nil {
+			return fmt.Errorf("/dev/kvm: %w", err)
+		}
+	}
 	groups := c.Groups
 	if groups == nil {
 		groups = []int{}
@@ -88,6 +96,31 @@ func jail() error {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	return syscall.Exec(c.Args[0], c.Args, []string{})
+}
+
+// kvmNode gives the VMM, in its own mount namespace, a /dev/kvm node of its own uid: the host's
+// may be root's alone (mode 0600), and the VMM is not root. The node is made on a tmpfs of the
+// jail's namespace (dir/dev) and bound over /dev/kvm there; the host's stays as it is.
+func kvmNode(dir string, uid, gid int) error {
+	var st unix.Stat_t
+	if err := unix.Stat("/dev/kvm", &st); err != nil {
+		return err
+	}
+	d := filepath.Join(dir, "dev")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=4k"); err != nil {
+		return err
+	}
+	node := filepath.Join(d, "kvm")
+	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(st.Rdev)); err != nil {
+		return err
+	}
+	if err := os.Chown(node, uid, gid); err != nil {
+		return err
+	}
+	return unix.Mount(node, "/dev/kvm", "", unix.MS_BIND, "")
 }
 
 // assembleShare builds a share at dir: an empty tmpfs, each mount bound at its path in it (or

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/guest"
@@ -93,11 +92,4 @@ func (d *Driver) plan(spec sandbox.Spec) (*guest.Config, []ShareMount, []ShareMo
 		}
 	}
 	return c, share, writable, nil
-}
-
-func statGid(st os.FileInfo) uint32 {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return s.Gid
-	}
-	return 0
 }

@@ -100,7 +100,8 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	defer qmpTheirs.Close()
 	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor.
-	jc := jailConfig{Args: q.args(cfg, 4, 5), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups}
+	jc := jailConfig{Args: q.args(cfg, 4, 5), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
+		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir}
 	if len(cfg.Share) > 0 {
 		jc.Share, jc.Mounts = shareRoot(cfg.Jail.Dir), cfg.Share
 	}

@@ -143,11 +143,6 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		Disk:    disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
 		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
 	}
-	if bs.accel == AccelKVM {
-		if st, err := os.Stat("/dev/kvm"); err == nil {
-			cfg.Jail.Groups = []int{int(statGid(st))}
-		}
-	}
 	ks := &kernelStats{paused: &atomic.Bool{}}
 	t0 := time.Now()
 	if gw != nil {

@@ -71,7 +71,7 @@ type ShareMount struct {
 // directory where its share is assembled inside its own mount namespace.
 type JailSpec struct {
 	UID, GID int
-	Groups   []int // supplementary groups (/dev/kvm's)
+	Groups   []int // supplementary groups
 	Cgroup   *cgroups.Cgroup
 	Dir      string
 }
