@@ -143,7 +143,7 @@ func (s *stream) start() {
 
 // sendLoop reads f and sends it, within the peer's credit, until EOF, an error or a stop.
 func (s *stream) sendLoop() {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, MaxFrame)
 	for {
 		s.mu.Lock()
 		for s.credit <= 0 && !s.stopped {
