@@ -135,16 +135,14 @@ func (h *Host) CallStream(ctx context.Context, kind string, w io.Writer) error {
 	}()
 	if err := h.Call(ctx, kind, StreamBody{Stream: s.id}, nil); err != nil {
 		pr.Close()
-		<-copied
-		return err
+		return errors.Join(err, <-copied)
 	}
 	select {
 	case err := <-copied:
 		return err
 	case <-ctx.Done():
 		pr.Close()
-		<-copied
-		return ctx.Err()
+		return errors.Join(ctx.Err(), <-copied)
 	}
 }
 
