@@ -321,7 +321,13 @@ func (m *Manager) live(ctx context.Context, id, op string) (*box, error) {
 	if err != nil {
 		return nil, notFound(id, err)
 	}
-	return nil, &sandbox.StateError{ID: id, Status: rec.Status, Op: op}
+	serr := &sandbox.StateError{ID: id, Status: rec.Status, Op: op}
+	if rec.Status == api.StatusFailed && rec.Reason != "" {
+		// Why, as settle says it to an operation that waited: one that came a moment later (the
+		// sandbox let go already) learns the same.
+		return nil, fmt.Errorf("%w: %s", serr, rec.Reason)
+	}
+	return nil, serr
 }
 
 func notFound(id string, err error) error {

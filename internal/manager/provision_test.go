@@ -161,8 +161,13 @@ func TestProvisioningFails(t *testing.T) {
 	if !slices.Contains(tos, any(api.StatusFailed)) {
 		t.Errorf("status events %v: no failed", tos)
 	}
-	if m.Live() != 0 || len(f.Live()) != 0 {
-		t.Errorf("live after a failed provisioning: %d, on the host %v", m.Live(), f.Live())
+	eventually(t, "the failed sandbox let go", func() bool { return m.Live() == 0 })
+	if len(f.Live()) != 0 {
+		t.Errorf("on the host after a failed provisioning: %v", f.Live())
+	}
+	// An operation that comes once the sandbox was let go learns why as well.
+	if _, err := m.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("an exec after the failed provisioning: %v, want a conflict naming why", err)
 	}
 	if got, err := m.Terminate(ctx, sb.ID); err != nil || got.Status != api.StatusTerminated {
 		t.Errorf("terminate a failed sandbox: %s %v", got.Status, err)
