@@ -151,7 +151,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			keyID = who.KeyID
-			ctx := tenant.With(r.Context(), who.Tenant)
+			ctx := tenant.WithKey(tenant.With(r.Context(), who.Tenant), who.KeyID)
 			if who.Admin {
 				ctx = tenant.WithAdmin(ctx)
 			}
