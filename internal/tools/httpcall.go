@@ -103,7 +103,9 @@ func (g *Gateway) egressOf(ctx context.Context, inv *invocation, ts *api.ToolSan
 	return proxy, func() { done(); p.release() }, nil
 }
 
-func stripBreaks(s string) string { return strings.NewReplacer("\r", "", "\n", "", "\x00", "").Replace(s) }
+func stripBreaks(s string) string {
+	return strings.NewReplacer("\r", "", "\n", "", "\x00", "").Replace(s)
+}
 
 // renderURL fills the URL's placeholders (path-escaped in the path, query-escaped in the query)
 // and adds query's parameters.

@@ -398,5 +398,5 @@ func checkDomain(addr string, domains []string) string {
 // extError is a failure of one of airlock's keywords.
 type extError struct{ keyword, msg string }
 
-func (e *extError) KeywordPath() []string                    { return []string{e.keyword} }
+func (e *extError) KeywordPath() []string                   { return []string{e.keyword} }
 func (e *extError) LocalizedString(*message.Printer) string { return e.msg }
