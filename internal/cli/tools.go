@@ -170,7 +170,7 @@ func readBody(e *env, file string, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%s: %v", file, err)
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
 }

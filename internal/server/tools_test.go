@@ -109,7 +109,7 @@ func TestToolRoutes(t *testing.T) {
 		t.Errorf("another key's budget is its own: %v", err)
 	}
 	// Another tenant sees none of t1's tools.
-	refusal(callErr(other.CallTool(ctx, "greet", api.ToolCallRequest{})), 403, api.CodeToolNotAllowed, "")
+	_ = refusal(callErr(other.CallTool(ctx, "greet", api.ToolCallRequest{})), 403, api.CodeToolNotAllowed, "")
 	if _, err := other.Tool(ctx, "greet"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("another tenant's tool: want 404, got %v", err)
 	}
@@ -155,7 +155,7 @@ func TestToolRoutes(t *testing.T) {
 	if _, err := c2.DeleteToolPolicy(ctx, "k2", client.PolicyOptions{}); !errors.Is(err, client.ErrForbidden) {
 		t.Errorf("k2 removing the policy that binds it: want 403, got %v", err)
 	}
-	refusal(callErr(c2.CallTool(ctx, "greet", api.ToolCallRequest{Arguments: map[string]any{"who": "ann"}})), 403, api.CodeToolNotAllowed, "")
+	_ = refusal(callErr(c2.CallTool(ctx, "greet", api.ToolCallRequest{Arguments: map[string]any{"who": "ann"}})), 403, api.CodeToolNotAllowed, "")
 	if ts, _ := c2.Tools(ctx, client.ToolsOptions{}); len(ts) != 1 || ts[0].Name != "read_file" {
 		t.Errorf("k2 lists only what it may call: %+v", ts)
 	}
@@ -179,7 +179,7 @@ func TestToolRoutes(t *testing.T) {
 	if _, err := c1.DeleteToolPolicy(ctx, "ops", client.PolicyOptions{}); !errors.Is(err, client.ErrForbidden) {
 		t.Errorf("a tenant key removing an admin's policy: want 403, got %v", err)
 	}
-	refusal(callErr(c1.CallTool(ctx, "run_code", api.ToolCallRequest{Arguments: map[string]any{"code": "1"}})), 403, api.CodeToolNotAllowed, "")
+	_ = refusal(callErr(c1.CallTool(ctx, "run_code", api.ToolCallRequest{Arguments: map[string]any{"code": "1"}})), 403, api.CodeToolNotAllowed, "")
 	if ps, err := other.ToolPolicies(ctx, client.PolicyOptions{}); err != nil || len(ps) != 0 {
 		t.Errorf("t2 sees none of t1's policies: %+v, %v", ps, err)
 	}

@@ -273,8 +273,11 @@ func (u *upstreams) connect(ctx context.Context, c Caller, uc *upConn) error {
 		ended := uc.ended
 		go func() {
 			defer close(ended)
-			_, err := u.g.m.Exec(execCtx, p.id, req, manager.Stream{Stdin: inR, Stdout: outW, Stderr: uc.stderr})
-			outW.CloseWithError(fmt.Errorf("the server's process ended: %v", err))
+			res, err := u.g.m.Exec(execCtx, p.id, req, manager.Stream{Stdin: inR, Stdout: outW, Stderr: uc.stderr})
+			if err == nil {
+				err = fmt.Errorf("exit status %d", res.ExitCode)
+			}
+			outW.CloseWithError(fmt.Errorf("the server's process ended: %w", err))
 			inR.Close()
 		}()
 		tr = &mcp.IOTransport{Reader: outR, Writer: inW}
