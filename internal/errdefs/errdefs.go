@@ -58,7 +58,12 @@ type FieldError struct {
 	RetryAfter time.Duration
 }
 
-func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Message)
+}
 
 // Unwrap makes errors.Is(err, e.Kind) true.
 func (e *FieldError) Unwrap() error {

@@ -14,7 +14,12 @@ import (
 // json) on its standard input, in the tool's sandbox.
 func (g *Gateway) runExec(ctx context.Context, inv *invocation) (api.ToolResult, error) {
 	e := inv.tool.def.Exec
-	p, err := g.sandboxFor(ctx, inv, inv.tool.sandbox, "tool:"+inv.tool.name)
+	// Without a sandbox of its own, the tool runs in the caller's workspace, as the built-ins do.
+	scope := "workspace"
+	if inv.tool.sandbox != nil {
+		scope = "tool:" + inv.tool.name
+	}
+	p, err := g.sandboxFor(ctx, inv, inv.tool.sandbox, scope)
 	if err != nil {
 		return api.ToolResult{}, err
 	}

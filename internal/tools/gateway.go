@@ -382,7 +382,7 @@ func (g *Gateway) call(ctx context.Context, rc *record, name string, req api.Too
 	}
 	if !ok {
 		rc.rule = "not_granted"
-		return api.ToolResult{}, &errdefs.FieldError{Field: "name", Kind: errdefs.ErrPermissionDenied, Code: api.CodeToolNotAllowed, Rule: rc.rule,
+		return api.ToolResult{}, &errdefs.FieldError{Kind: errdefs.ErrPermissionDenied, Code: api.CodeToolNotAllowed, Rule: rc.rule,
 			Message: fmt.Sprintf("tool %q is not allowed: no tool of that name is granted to tenant %s (GET /api/v1/tools lists those this key may call)", name, c.Tenant)}
 	}
 	rc.t = t
@@ -393,7 +393,7 @@ func (g *Gateway) call(ctx context.Context, rc *record, name string, req api.Too
 	allowed, rule := decide(g.policiesOf(c.Tenant), c, name)
 	rc.rule = rule
 	if !allowed {
-		return api.ToolResult{}, &errdefs.FieldError{Field: "name", Kind: errdefs.ErrPermissionDenied, Code: api.CodeToolNotAllowed, Rule: rule,
+		return api.ToolResult{}, &errdefs.FieldError{Kind: errdefs.ErrPermissionDenied, Code: api.CodeToolNotAllowed, Rule: rule,
 			Message: fmt.Sprintf("tool %q is not allowed for this caller (%s)", name, rule)}
 	}
 	if err := t.schema.Validate(req.Arguments); err != nil {
@@ -404,7 +404,7 @@ func (g *Gateway) call(ctx context.Context, rc *record, name string, req api.Too
 	}
 	if ok, rule, wait := g.rates.take(g.limitsOf(t, c), time.Now()); !ok {
 		rc.rule = rule
-		return api.ToolResult{}, &errdefs.FieldError{Field: "name", Kind: errdefs.ErrQuota, Code: api.CodeRateLimited, Rule: rule, RetryAfter: wait,
+		return api.ToolResult{}, &errdefs.FieldError{Kind: errdefs.ErrQuota, Code: api.CodeRateLimited, Rule: rule, RetryAfter: wait,
 			Message: fmt.Sprintf("tool %q: rate limit reached (%s); retry after %s", name, rule, wait.Round(time.Millisecond))}
 	}
 	rc.ran = true

@@ -88,6 +88,8 @@ func (g *Gateway) placeFor(ctx context.Context, c Caller, ts api.ToolSandbox, sc
 		spec.Metadata = maps.Clone(spec.Metadata)
 	}
 	spec.Metadata[MetaTool] = scope
+	// A kept sandbox is for one spec: a changed definition gets a new one (the old one idles out).
+	shape := specDigest(spec)
 	switch ts.Reuse {
 	case api.ReuseCall:
 		sb, err := g.m.Create(ctx, spec)
@@ -99,10 +101,17 @@ func (g *Gateway) placeFor(ctx context.Context, c Caller, ts api.ToolSandbox, sc
 			go func() { _, _ = g.m.Terminate(end, sb.ID) }() // one that failed ends by its timeout
 		}}, nil
 	case api.ReuseTool:
-		return g.kept(ctx, spec, c.Tenant+"\x00"+scope+"\x00tool")
+		return g.kept(ctx, spec, c.Tenant+"\x00"+scope+"\x00"+shape+"\x00tool")
 	default:
-		return g.kept(ctx, spec, c.Tenant+"\x00"+scope+"\x00caller\x00"+c.key())
+		return g.kept(ctx, spec, c.Tenant+"\x00"+scope+"\x00"+shape+"\x00caller\x00"+c.key())
 	}
+}
+
+// specDigest names a spec's content.
+func specDigest(s api.Spec) string {
+	b, _ := json.Marshal(s) // a spec always encodes
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
 }
 
 // sandboxErr explains that a sandbox for scope could not be made.

@@ -141,7 +141,7 @@ func (s *Schema) Validate(args map[string]any) error {
 		field = "/"
 	}
 	return &errdefs.FieldError{Field: field, Rule: rule, Code: api.CodeInvalidArguments,
-		Message: fmt.Sprintf("argument %s breaks the tool's schema (%s): %s", field, rule, leaf.ErrorKind.LocalizedString(printer))}
+		Message: fmt.Sprintf("does not match the tool's schema (%s): %s", rule, leaf.ErrorKind.LocalizedString(printer))}
 }
 
 // firstLeaf is the first error without causes, in instance-location then keyword order, so

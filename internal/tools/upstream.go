@@ -118,6 +118,9 @@ func compileServer(d api.ToolServer, source string) (*server, error) {
 // upstreamIdle is how long a server runs without a call before it is stopped.
 const upstreamIdle = 10 * time.Minute
 
+// retryAfterFailure is how long a server that failed to start is not started again.
+const retryAfterFailure = 5 * time.Second
+
 // connectTimeout bounds starting a server and its MCP handshake.
 const connectTimeout = 2 * time.Minute
 
@@ -140,6 +143,10 @@ type upConn struct {
 	stopExec    context.CancelFunc
 	ended       chan struct{} // closed when the server's exec ended (stdio)
 	stderr      *tailBuffer
+	// failedAt and failure are the last connect's failure: for a while after it, uses get it
+	// again rather than starting the server again.
+	failedAt time.Time
+	failure  error
 
 	usedMu sync.Mutex // guards used
 	used   time.Time
@@ -172,10 +179,15 @@ func (u *upstreams) conn(ctx context.Context, c Caller, s *server) (*upConn, err
 		return uc, nil
 	}
 	uc.close()
+	if uc.failure != nil && time.Since(uc.failedAt) < retryAfterFailure {
+		return nil, uc.failure
+	}
 	if err := u.connect(ctx, c, uc); err != nil {
 		uc.close()
+		uc.failure, uc.failedAt = err, time.Now()
 		return nil, err
 	}
+	uc.failure = nil
 	uc.touch()
 	go u.idle(k, uc)
 	return uc, nil
