@@ -259,7 +259,9 @@ func toolServersPut(e *env, args []string) int {
 
 func toolServersRm(e *env, args []string) int {
 	return remove(e, "tools servers rm", "[--json] NAME...", "server name", "print each removed server as JSON instead of its name", args,
-		func(c *client.Client, ctx context.Context, name string) (any, error) { return c.DeleteToolServer(ctx, name) })
+		func(c *client.Client, ctx context.Context, name string) (any, error) {
+			return c.DeleteToolServer(ctx, name)
+		})
 }
 
 // toolPoliciesCmd is `airlock tools policies ls|inspect|put|rm`.

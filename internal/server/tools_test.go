@@ -295,5 +295,3 @@ func TestMCPEndpoint(t *testing.T) {
 		t.Errorf("no key: status %d %+v, want 401", resp.StatusCode, env.Error)
 	}
 }
-
-
