@@ -85,7 +85,7 @@ export async function defaultExchange(): Promise<Exchange> {
     "http:": new http.Agent({ keepAlive: true }),
     "https:": new https.Agent({ keepAlive: true }),
   };
-  return (url, req) =>
+  const send = (url: string, req: Outgoing, retried = false): Promise<Answer> =>
     new Promise<Answer>((resolve, reject) => {
       const u = new URL(url);
       const headers = { ...req.headers };
@@ -97,7 +97,9 @@ export async function defaultExchange(): Promise<Exchange> {
       } else if (body instanceof Blob) {
         headers["Content-Length"] = String(body.size);
       }
+      let answered = false;
       const request = (u.protocol === "https:" ? https : http).request(u, { method: req.method, headers, agent: agents[u.protocol], signal: req.signal }, (res) => {
+        answered = true;
         resolve({
           status: res.statusCode ?? 0,
           url,
@@ -120,7 +122,17 @@ export async function defaultExchange(): Promise<Exchange> {
           chunks: () => res,
         });
       });
-      request.on("error", reject);
+      request.on("error", (err) => {
+        // The daemon closed a kept-alive connection as the request went out on it: sent again on
+        // a new one, but only when that cannot do it twice (an idempotent method, a body that can
+        // be replayed; an exec's POST is not).
+        const replayable = body === undefined || typeof body === "string" || body instanceof Uint8Array;
+        if (request.reusedSocket && !answered && !retried && idempotent.has(req.method) && replayable && !req.signal?.aborted) {
+          resolve(send(url, req, true));
+          return;
+        }
+        reject(err);
+      });
       if (body === undefined || typeof body === "string" || body instanceof Uint8Array) {
         request.end(body);
         return;
@@ -129,4 +141,8 @@ export async function defaultExchange(): Promise<Exchange> {
       src.on("error", (err) => request.destroy(err));
       src.pipe(request);
     });
+  return (url, req) => send(url, req);
 }
+
+/** Methods whose request may be sent twice (RFC 9110 §9.2.2); a POST (an exec) is not. */
+const idempotent = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);

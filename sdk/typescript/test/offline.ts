@@ -2,6 +2,8 @@
 // streams resumed without duplicates. No daemon needed.
 
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 import { AirlockClient, AirlockConnectionError, AirlockError } from "@airlock/sdk";
 
@@ -125,6 +127,53 @@ export function offlineSuite(): void {
       const p = never.sandboxes.get("s", { signal: ctl.signal });
       setTimeout(() => ctl.abort(new Error("stop")), 10);
       await assert.rejects(p, { message: "stop" });
+    });
+  });
+
+  describe("offline: kept-alive connections (node:http)", () => {
+    // A server that answers a connection's first request and drops it at its second, as a daemon
+    // closing an idle connection while a request goes out on it.
+    async function dropping(): Promise<{ url: string; seen: string[]; close(): Promise<void> }> {
+      const seen: string[] = [];
+      const server = createServer((req, res) => {
+        seen.push(`${req.method} ${req.url}`);
+        const n = (perSocket.get(req.socket) ?? 0) + 1;
+        perSocket.set(req.socket, n);
+        if (n > 1) {
+          req.socket.destroy();
+          return;
+        }
+        res.setHeader("Content-Type", "application/json");
+        res.end(JSON.stringify({ ok: true, data: { id: "sbx_1", status: "ready", exitCode: 0 } }));
+      });
+      const perSocket = new WeakMap<object, number>();
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      const { port } = server.address() as AddressInfo;
+      return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((r) => server.close(() => r())) };
+    }
+
+    it("sends a GET again on a new connection when the kept-alive one was dropped", async () => {
+      const srv = await dropping();
+      try {
+        const client = new AirlockClient({ apiKey: "alk_test", baseUrl: srv.url });
+        await client.sandboxes.get("sbx_1");
+        assert.equal((await client.sandboxes.get("sbx_1")).id, "sbx_1");
+        assert.deepEqual(srv.seen, ["GET /api/v1/sandboxes/sbx_1", "GET /api/v1/sandboxes/sbx_1", "GET /api/v1/sandboxes/sbx_1"]);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it("never sends a POST twice: an exec the daemon may have run is a connection error", async () => {
+      const srv = await dropping();
+      try {
+        const client = new AirlockClient({ apiKey: "alk_test", baseUrl: srv.url });
+        await client.sandboxes.get("sbx_1");
+        await assert.rejects(client.sandboxes.exec("sbx_1", { command: ["true"] }), AirlockConnectionError);
+        assert.deepEqual(srv.seen, ["GET /api/v1/sandboxes/sbx_1", "POST /api/v1/sandboxes/sbx_1/exec"]);
+      } finally {
+        await srv.close();
+      }
     });
   });
 
