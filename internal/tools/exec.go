@@ -97,21 +97,60 @@ func render(argv []string, args map[string]any) []string {
 	return out
 }
 
-// fill replaces the placeholders of tmpl with the arguments, each passed through esc.
+// fill replaces the placeholders of tmpl with the arguments, each passed through esc. It scans
+// by hand (a call's hot path): a placeholder is what the regular expression placeholder matches.
 func fill(tmpl string, args map[string]any, esc func(string) string) string {
 	if !strings.Contains(tmpl, "{{") {
 		return tmpl
 	}
-	return placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
-		name := placeholder.FindStringSubmatch(m)[1]
-		v, ok := args[name]
-		if !ok || v == nil {
-			return ""
+	var b strings.Builder
+	rest := tmpl
+	for {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String()
 		}
-		if s, ok := v.(string); ok {
-			return esc(s)
+		j := strings.Index(rest[i:], "}}")
+		if j < 0 {
+			b.WriteString(rest)
+			return b.String()
 		}
-		b, _ := json.Marshal(v) // decoded from JSON: always encodes
-		return esc(string(b))
-	})
+		name := strings.TrimSpace(rest[i+2 : i+j])
+		if !validPlaceholder(name) {
+			b.WriteString(rest[:i+2])
+			rest = rest[i+2:]
+			continue
+		}
+		b.WriteString(rest[:i])
+		b.WriteString(argText(args, name, esc))
+		rest = rest[i+j+2:]
+	}
+}
+
+// validPlaceholder: 1 or more of letters, digits, '_', '.', '-' (placeholder's name).
+func validPlaceholder(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// argText is argument name as a template puts it: a string as it is, anything else as JSON, a
+// missing one as "".
+func argText(args map[string]any, name string, esc func(string) string) string {
+	v, ok := args[name]
+	if !ok || v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return esc(s)
+	}
+	b, _ := json.Marshal(v) // decoded from JSON: always encodes
+	return esc(string(b))
 }

@@ -116,6 +116,9 @@ type tenantSet struct {
 	tools    map[string]*tool
 	servers  map[string]*server
 	policies map[string]*policy
+	// ordered are the operator's policies and then policies by name (policiesOf), remade at
+	// every change of policies; nil when the tenant has none.
+	ordered []*policy
 }
 
 // New checks the operator's configuration, loads what tenants defined and returns the gateway.
@@ -226,22 +229,33 @@ func granted(tenants []string, ten string) bool {
 	return slices.Contains(tenants, "*") || slices.Contains(tenants, ten)
 }
 
-// policiesOf are the policies that may bind tenant: the operator's and the tenant's own.
+// policiesOf are the policies that may bind tenant: the operator's, then the tenant's own by
+// name. The slice is shared: callers do not change it.
 func (g *Gateway) policiesOf(ten string) []*policy {
-	ps := slices.Clone(g.fixedPolicies)
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	if ts := g.tenants[ten]; ts != nil {
-		names := make([]string, 0, len(ts.policies))
-		for n := range ts.policies {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			ps = append(ps, ts.policies[n])
-		}
+	if ts := g.tenants[ten]; ts != nil && ts.ordered != nil {
+		return ts.ordered
 	}
-	return ps
+	return g.fixedPolicies
+}
+
+// orderPolicies remakes ts.ordered after a change of ts.policies. Under g.mu.
+func (g *Gateway) orderPolicies(ts *tenantSet) {
+	if len(ts.policies) == 0 {
+		ts.ordered = nil
+		return
+	}
+	names := make([]string, 0, len(ts.policies))
+	for n := range ts.policies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ps := slices.Clone(g.fixedPolicies)
+	for _, n := range names {
+		ps = append(ps, ts.policies[n])
+	}
+	ts.ordered = ps
 }
 
 // lookup finds the tool name as the caller's tenant sees it: a built-in or operator tool granted

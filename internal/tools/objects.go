@@ -70,6 +70,7 @@ func (g *Gateway) loadOne(o store.ToolObject) error {
 			return err
 		}
 		ts.policies[o.Name] = cp
+		g.orderPolicies(ts)
 	default:
 		return fmt.Errorf("unknown kind %q", o.Kind)
 	}
@@ -393,6 +394,7 @@ func (g *Gateway) PutPolicy(ctx context.Context, name string, p api.ToolPolicy) 
 		return api.ToolPolicy{}, err
 	}
 	ts.policies[name] = cp
+	g.orderPolicies(ts)
 	return cp.ToolPolicy, nil
 }
 
@@ -416,6 +418,7 @@ func (g *Gateway) DeletePolicy(ctx context.Context, name, of string) (api.ToolPo
 		return api.ToolPolicy{}, err
 	}
 	delete(ts.policies, name)
+	g.orderPolicies(ts)
 	return p.ToolPolicy, nil
 }
 

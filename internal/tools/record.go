@@ -41,7 +41,9 @@ type record struct {
 // finish records the call's event (and metrics) and fills res's event ID, sandbox and duration.
 func (g *Gateway) finish(ctx context.Context, rc *record, res *api.ToolResult) {
 	d := time.Since(rc.start)
-	data := map[string]any{"tool": rc.tool, "decision": "allow", "durationMs": d.Milliseconds(), "argsDigest": digest(rc.args)}
+	argsJSON := argsBytes(rc.args)
+	sum := sha256.Sum256(argsJSON)
+	data := map[string]any{"tool": rc.tool, "decision": "allow", "durationMs": d.Milliseconds(), "argsDigest": "sha256:" + hex.EncodeToString(sum[:])}
 	if rc.rule != "" {
 		data["rule"] = rc.rule
 	}
@@ -61,7 +63,7 @@ func (g *Gateway) finish(ctx context.Context, rc *record, res *api.ToolResult) {
 			data["server"] = rc.t.server.name
 		}
 		label = metricLabel(rc.t)
-		recordArgs(data, rc.t.schema.Redact(rc.args))
+		recordArgs(data, rc.t.schema.Redact(rc.args), argsJSON)
 	} else if len(rc.args) > 0 {
 		// No schema says which arguments are sensitive: their names only.
 		names := make([]string, 0, len(rc.args))
@@ -116,17 +118,17 @@ func metricLabel(t *tool) string {
 	return metrics.ToolTenant
 }
 
-// recordArgs puts the (redacted) arguments into the event's data, or, when they are too large,
-// only their names and the fact.
-func recordArgs(data map[string]any, args map[string]any) {
+// recordArgs puts the (redacted) arguments into the event's data, or, when they are too large
+// (raw: the arguments' JSON before redaction), only their names and the fact.
+func recordArgs(data map[string]any, args map[string]any, raw []byte) {
 	if args == nil {
 		return
 	}
-	b, err := json.Marshal(args)
-	if err == nil && len(b) <= maxRecordedArgs {
+	if len(raw) <= maxRecordedArgs {
 		data["arguments"] = args
 		return
 	}
+	b := raw
 	names := make([]string, 0, len(args))
 	for k := range args {
 		names = append(names, capString(k, 64))
@@ -138,15 +140,14 @@ func recordArgs(data map[string]any, args map[string]any) {
 	data["argNames"], data["argsTruncated"], data["argsBytes"] = names, true, len(b)
 }
 
-// digest is sha256 of the arguments' JSON (encoding/json sorts object keys, so equal arguments
-// have equal digests).
-func digest(args map[string]any) string {
+// argsBytes is the arguments' JSON, whose sha256 is the event's argsDigest (encoding/json sorts
+// object keys, so equal arguments have equal digests).
+func argsBytes(args map[string]any) []byte {
 	if args == nil {
 		args = map[string]any{}
 	}
 	b, _ := json.Marshal(args) // decoded from JSON: always encodes
-	h := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(h[:])
+	return b
 }
 
 // resultBytes is the size of a result's content.

@@ -631,7 +631,11 @@ func (h *hostile) tools(t *testing.T) {
 	// t1's MCP session is t1's.
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
 	mcpPost := func(key, session, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, h.d.url+"/mcp", strings.NewReader(body))
+		method := http.MethodPost
+		if m, rest, ok := strings.Cut(body, " "); ok && (m == http.MethodGet || m == http.MethodDelete) {
+			method, body = m, rest
+		}
+		req, _ := http.NewRequest(method, h.d.url+"/mcp", strings.NewReader(body))
 		req.Close = true
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
@@ -656,5 +660,13 @@ func (h *hostile) tools(t *testing.T) {
 	}
 	if status, _ := mcpPost("", session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusUnauthorized {
 		t.Errorf("no key on t1's MCP session: %d, want 401", status)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if status, _ := mcpPost(h.t2, session, m+" "); status != http.StatusForbidden {
+			t.Errorf("t2's %s of t1's MCP session: %d, want 403", m, status)
+		}
+	}
+	if status, _ := mcpPost(h.t1, session, http.MethodDelete+" "); status != http.StatusNoContent && status != http.StatusOK {
+		t.Errorf("t1 ends its own MCP session: %d", status)
 	}
 }
