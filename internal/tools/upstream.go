@@ -162,8 +162,18 @@ func (u *upstreams) key(c Caller, s *server) string {
 	return k
 }
 
+// live is what a use of a connection needs, read under its lock: it may be reconnected (its
+// fields replaced) while the use goes on.
+type live struct {
+	uc        *upConn
+	session   *mcp.ClientSession
+	tools     map[string]*tool
+	sandboxID string
+	stderr    *tailBuffer
+}
+
 // conn returns the live connection to s for c, connecting (starting the server) if needed.
-func (u *upstreams) conn(ctx context.Context, c Caller, s *server) (*upConn, error) {
+func (u *upstreams) conn(ctx context.Context, c Caller, s *server) (live, error) {
 	k := u.key(c, s)
 	u.mu.Lock()
 	uc := u.conns[k]
@@ -176,21 +186,21 @@ func (u *upstreams) conn(ctx context.Context, c Caller, s *server) (*upConn, err
 	defer uc.mu.Unlock()
 	if uc.session != nil && !uc.dead() {
 		uc.touch()
-		return uc, nil
+		return live{uc, uc.session, uc.tools, uc.sandboxID, uc.stderr}, nil
 	}
 	uc.close()
 	if uc.failure != nil && time.Since(uc.failedAt) < retryAfterFailure {
-		return nil, uc.failure
+		return live{}, uc.failure
 	}
 	if err := u.connect(ctx, c, uc); err != nil {
 		uc.close()
 		uc.failure, uc.failedAt = err, time.Now()
-		return nil, err
+		return live{}, err
 	}
 	uc.failure = nil
 	uc.touch()
-	go u.idle(k, uc)
-	return uc, nil
+	go u.idle(uc)
+	return live{uc, uc.session, uc.tools, uc.sandboxID, uc.stderr}, nil
 }
 
 func (uc *upConn) touch() {
@@ -224,7 +234,7 @@ func (uc *upConn) close() {
 }
 
 // idle stops uc once unused for upstreamIdle.
-func (u *upstreams) idle(k string, uc *upConn) {
+func (u *upstreams) idle(uc *upConn) {
 	t := time.NewTicker(upstreamIdle / 10)
 	defer t.Stop()
 	for range t.C {
@@ -297,12 +307,12 @@ func (u *upstreams) connect(ctx context.Context, c Caller, uc *upConn) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "airlock", Version: "tools-gateway"}, nil)
 	session, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
-		return u.failed(uc, "connect", err)
+		return failed(uc.server, uc.stderr, "connect", err)
 	}
 	uc.session = session
 	list, err := session.ListTools(ctx, nil)
 	if err != nil {
-		return u.failed(uc, "list its tools", err)
+		return failed(uc.server, uc.stderr, "list its tools", err)
 	}
 	uc.tools = map[string]*tool{}
 	for _, mt := range list.Tools {
@@ -322,10 +332,10 @@ func (u *upstreams) connect(ctx context.Context, c Caller, uc *upConn) error {
 }
 
 // failed explains a server that could not be started or spoken to, with the end of its stderr.
-func (u *upstreams) failed(uc *upConn, what string, err error) error {
-	msg := fmt.Sprintf("tool server %s: %s: %v", uc.server, what, err)
-	if uc.stderr != nil {
-		if tail := strings.TrimSpace(uc.stderr.String()); tail != "" {
+func failed(server string, stderr *tailBuffer, what string, err error) error {
+	msg := fmt.Sprintf("tool server %s: %s: %v", server, what, err)
+	if stderr != nil {
+		if tail := strings.TrimSpace(stderr.String()); tail != "" {
 			msg += "; its stderr ends: " + tail
 		}
 	}
@@ -367,12 +377,12 @@ func withoutMetaSchema(raw map[string]any) map[string]any {
 
 // tools lists s's tools for c, starting it if needed.
 func (u *upstreams) tools(ctx context.Context, c Caller, s *server) ([]*tool, error) {
-	uc, err := u.conn(ctx, c, s)
+	lv, err := u.conn(ctx, c, s)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*tool, 0, len(uc.tools))
-	for _, t := range uc.tools {
+	out := make([]*tool, 0, len(lv.tools))
+	for _, t := range lv.tools {
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
@@ -381,32 +391,26 @@ func (u *upstreams) tools(ctx context.Context, c Caller, s *server) ([]*tool, er
 
 // tool returns s's tool name for c, or nil.
 func (u *upstreams) tool(ctx context.Context, c Caller, s *server, name string) (*tool, error) {
-	uc, err := u.conn(ctx, c, s)
+	lv, err := u.conn(ctx, c, s)
 	if err != nil {
 		return nil, err
 	}
-	return uc.tools[name], nil
+	return lv.tools[name], nil
 }
 
 // call calls an upstream tool.
 func (u *upstreams) call(ctx context.Context, inv *invocation) (api.ToolResult, error) {
-	uc, err := u.conn(ctx, inv.caller, inv.tool.server)
+	lv, err := u.conn(ctx, inv.caller, inv.tool.server)
 	if err != nil {
 		return api.ToolResult{}, err
 	}
-	inv.rec.sandboxID = uc.sandboxID
-	uc.mu.Lock()
-	session := uc.session
-	uc.mu.Unlock()
-	if session == nil {
-		return api.ToolResult{}, errdefs.New(errdefs.ErrServiceUnavailable, "tool server %s stopped", uc.server)
-	}
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: inv.tool.upstream, Arguments: orEmpty(inv.args)})
+	inv.rec.sandboxID = lv.sandboxID
+	res, err := lv.session.CallTool(ctx, &mcp.CallToolParams{Name: inv.tool.upstream, Arguments: orEmpty(inv.args)})
 	if err != nil {
-		if uc.dead() || errors.Is(err, mcp.ErrConnectionClosed) {
-			return api.ToolResult{}, u.failed(uc, "call "+inv.tool.upstream, err)
+		if lv.uc.dead() || errors.Is(err, mcp.ErrConnectionClosed) {
+			return api.ToolResult{}, failed(lv.uc.server, lv.stderr, "call "+inv.tool.upstream, err)
 		}
-		return errorResult("tool server %s: %v", uc.server, err), nil // the server's answer: the model's to read
+		return errorResult("tool server %s: %v", lv.uc.server, err), nil // the server's answer: the model's to read
 	}
 	return fromMCP(res), nil
 }

@@ -95,7 +95,7 @@ func newHostile(t *testing.T) *hostile {
 		},
 		"limits": map[string]any{"maxPools": 2, "maxPoolSandboxes": 4},
 		// An operator's tool granted to t1 alone.
-		"tools": map[string]any{"tools": []any{map[string]any{"name": "t1_only", "tenants": []string{"t1"}, "exec": map[string]any{"command": []string{"true"}}}}},
+		"tools":    map[string]any{"tools": []any{map[string]any{"name": "t1_only", "tenants": []string{"t1"}, "exec": map[string]any{"command": []string{"true"}}}}},
 		"defaults": map[string]any{"isolation": "process"}, // processDefault
 	}
 	b, _ := json.Marshal(cfg)

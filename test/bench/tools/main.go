@@ -224,7 +224,10 @@ func waitPool(ctx context.Context, c *client.Client) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the warm pool is not ready: %+v, %v", p, err)
+			if err != nil {
+				return fmt.Errorf("the warm pool: %w", err)
+			}
+			return fmt.Errorf("the warm pool is not ready within 60 s: %+v", p)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
