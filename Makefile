@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes build sdk run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -23,14 +23,28 @@ wasm-runtimes:
 	@scripts/wasm/build-python.sh
 	@scripts/wasm/fetch-quickjs.sh
 
-build:
+# The web console's assets (web/console: TypeScript and xterm.js, type-checked and bundled by
+# esbuild, pinned by its package-lock.json) into internal/console/assets, which go build embeds.
+# They are not committed; a binary built without them says at /ui how to build them.
+console: sdk-typescript
+	cd web/console && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; } && \
+		npm run --silent check && npm run --silent build
+
+build: console
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
 
 # The SDKs from their sources and api/openapi.json: the TypeScript one's dependencies (pinned by
 # its package-lock.json) and build (sdk/typescript/dist), and the Python one's wheel
 # (sdk/python/dist; its build backend is in the tree, so no index is needed). Neither is committed.
-sdk:
-	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+# The console is built on the TypeScript SDK's sources and generated types, so `make build` makes
+# that one too.
+sdk: sdk-typescript sdk-python
+
+sdk-typescript:
+	cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; } && \
+		npm run --silent build
+
+sdk-python:
 	cd sdk/python && python3 -m pip wheel --no-build-isolation --no-index --no-deps -q -w dist .
 
 # The main job: set up, build, start airlock serve on loopback with a local data dir, create a

@@ -90,6 +90,39 @@ type EventPage struct {
 	Next int64 `json:"next"`
 }
 
+// AuditVerification is what GET /api/v1/audit/verify found when it walked the audit log's hash
+// chain from its anchor (where retention left it) to its head: whether every event is what the
+// daemon wrote, and if not the first one that is not.
+type AuditVerification struct {
+	// Intact is true when the whole chain checked out.
+	Intact bool `json:"intact"`
+	// Events is how many events were checked (before the problem, when there is one).
+	Events int64 `json:"events"`
+	// FromSeq and HeadSeq are the first and last sequence numbers of the chain; an event whose
+	// seq lies between them is covered by this verification.
+	FromSeq int64 `json:"fromSeq"`
+	HeadSeq int64 `json:"headSeq"`
+	// HeadHash is the chain's last hash: kept somewhere else, it makes a later rewrite of the
+	// whole log visible (an external checkpoint).
+	HeadHash string `json:"headHash"`
+	// CheckedAt is when the walk ended. A tenant key may get an answer up to a minute old (one
+	// walk serves every caller); an admin key's is fresh.
+	CheckedAt time.Time `json:"checkedAt"`
+	// Problem is the first bad place, when the chain is not intact.
+	Problem *AuditProblem `json:"problem,omitempty"`
+}
+
+// AuditProblem is the first place where the audit log is not what the daemon wrote.
+type AuditProblem struct {
+	// Seq is the first bad (or first missing) event's sequence number.
+	Seq int64 `json:"seq"`
+	// ID is the bad event's ID, when it is there and the caller may see it (an admin key, or the
+	// caller's own event).
+	ID string `json:"id,omitempty"`
+	// Reason says what is wrong; for another tenant's event, only that it is not the caller's.
+	Reason string `json:"reason"`
+}
+
 // LogEntry is one item of GET /api/v1/sandboxes/{id}/logs: a chunk of a command's output or an
 // event. Seq increases by one per entry of a sandbox, so a client can resume with ?since=Seq.
 type LogEntry struct {

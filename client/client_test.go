@@ -163,6 +163,7 @@ func TestRoutes(t *testing.T) {
 		{"exec", "POST", "/api/v1/sandboxes/sbx_1/exec", "", func(c *client.Client) error { _, err := c.Exec(ctx, "sbx_1", api.ExecRequest{}); return err }},
 		{"execs", "GET", "/api/v1/sandboxes/sbx_1/execs", "", func(c *client.Client) error { _, err := c.Execs(ctx, "sbx_1"); return err }},
 		{"execution", "GET", "/api/v1/sandboxes/sbx_1/execs/exec_2", "", func(c *client.Client) error { _, err := c.Execution(ctx, "sbx_1", "exec_2"); return err }},
+		{"verify audit", "GET", "/api/v1/audit/verify", "", func(c *client.Client) error { _, err := c.VerifyAudit(ctx); return err }},
 		{"metrics", "GET", "/api/v1/sandboxes/sbx_1/metrics", "", func(c *client.Client) error { _, err := c.Metrics(ctx, "sbx_1"); return err }},
 		{"logs", "GET", "/api/v1/sandboxes/sbx_1/logs", "since=7", func(c *client.Client) error {
 			return c.Logs(ctx, "sbx_1", client.LogOptions{Since: 7}, func(api.LogEntry) error { return nil })

@@ -96,3 +96,12 @@ func (c *Client) Replay(ctx context.Context, id string) (api.Replay, error) {
 	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/replay")}, &r)
 	return r, err
 }
+
+// VerifyAudit walks the daemon's audit log's hash chain (GET /api/v1/audit/verify) and says
+// whether every event is what the daemon wrote. A tenant key's answer may be up to a minute old
+// and names none of another tenant's events; an admin key's is fresh.
+func (c *Client) VerifyAudit(ctx context.Context) (api.AuditVerification, error) {
+	var v api.AuditVerification
+	err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/audit/verify"}, &v)
+	return v, err
+}

@@ -20,6 +20,11 @@ and an admin key, the operator's (images, pools, every tenant's quota; keep it t
 
     $ADMIN
 
+Open the web console in a browser, signed in with the first key (it is in the address's
+fragment, which the browser never sends; the page keeps it in that tab only):
+
+    http://$LISTEN/ui/#key=$KEY
+
 In another terminal, copy and paste:
 
     export AIRLOCK_HOST=http://$LISTEN AIRLOCK_TOKEN=$KEY
@@ -29,6 +34,7 @@ In another terminal, copy and paste:
     $BIN ls
     $BIN rm \$ID
     $BIN tenants                  # this key's quota and what it uses
+    $BIN console --open           # the web console, signed in with this key
     AIRLOCK_TOKEN=$ADMIN $BIN pool put warm --size 2 --memory 512M   # an operator's warm pool
 
 Python and JavaScript as WebAssembly inside airlock (the wasm level, milliseconds per command):

@@ -16,6 +16,8 @@ command -v nsenter >/dev/null || need+=(util-linux)   # network tests run the da
 [ -x /usr/bin/curl ] || need+=(curl)                  # network tests run curl inside sandboxes
 command -v runc >/dev/null || need+=(runc)            # the container level's second runtime
 [ -x /bin/busybox ] || need+=(busybox-static)         # image tests build a tiny image from it
+command -v node >/dev/null || need+=(nodejs npm)      # the SDKs' and the web console's builds (make sdk, make console)
+[ -x /usr/bin/chromium ] || need+=(chromium)          # the web console's tests drive it headless (test/e2e TestConsole)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

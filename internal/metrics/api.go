@@ -1,9 +1,12 @@
 package metrics
 
-// Why an API request was refused with 401 (airlock_api_unauthenticated_total{reason}).
+// Why an API request was refused before its key was accepted (airlock_api_unauthenticated_total{reason}).
 const (
-	UnauthenticatedMissing = "missing" // no Authorization: Bearer key
-	UnauthenticatedInvalid = "invalid" // a key the store does not know, or a revoked one
+	UnauthenticatedMissing = "missing" // no Authorization: Bearer key (401)
+	UnauthenticatedInvalid = "invalid" // a key the store does not know, or a revoked one (401)
+	// UnauthenticatedProtocol: a WebSocket's key sent as a subprotocol that was refused unread:
+	// from a page of another origin (403), or without airlock.v1 offered beside it (400).
+	UnauthenticatedProtocol = "protocol"
 )
 
 // Which cap an API connection was over when it was closed (airlock_api_connections_refused_total{reason}).
@@ -12,7 +15,8 @@ const (
 	RefusedTotal  = "total"  // server.maxConnections
 )
 
-// Unauthenticated counts one API request refused with 401. Such requests are counted, never
+// Unauthenticated counts one API request refused before its key was accepted (401, or a
+// refused WebSocket subprotocol key). Such requests are counted, never
 // stored (docs/security.md#who-is-trusted-with-what): a stranger must not be able to grow the database.
 func (m *Metrics) Unauthenticated(reason string) {
 	if m == nil {

@@ -122,7 +122,7 @@ func New() *Metrics {
 		}),
 		unauthn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_api_unauthenticated_total",
-			Help: "API requests refused with 401 (counted, never stored), by reason: missing (no bearer key) or invalid (unknown or revoked).",
+			Help: "API requests refused before their key was accepted (counted, never stored), by reason: missing (no bearer key, 401), invalid (unknown or revoked, 401) or protocol (a WebSocket subprotocol key from a page of another origin, 403, or without airlock.v1, 400).",
 		}, []string{"reason"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "airlock_api_rate_limited_total",
@@ -153,7 +153,7 @@ func New() *Metrics {
 	for _, o := range []string{WebhookDelivered, WebhookRetried, WebhookFailed, WebhookDropped} {
 		m.webhooks.WithLabelValues(o)
 	}
-	for _, r := range []string{UnauthenticatedMissing, UnauthenticatedInvalid} {
+	for _, r := range []string{UnauthenticatedMissing, UnauthenticatedInvalid, UnauthenticatedProtocol} {
 		m.unauthn.WithLabelValues(r)
 	}
 	for _, r := range []string{RefusedClient, RefusedTotal} {

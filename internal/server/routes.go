@@ -116,6 +116,8 @@ func routes() []route {
 		{"GET", sbx + "/replay", false, replay, opDoc{summary: "The sandbox's whole recorded history ordered for display: each event with its offset from creation, execs with their output", resp: api.Replay{}}},
 		{"GET", "/api/v1/events", false, events, opDoc{summary: "The tenant's audit events across its sandboxes and API calls, oldest first, a page at a time or followed", resp: api.EventPage{},
 			stream: "sse", query: append([]param{{"sandboxId", "string", "keep events of this sandbox"}}, eventQuery...)}},
+		{"GET", "/api/v1/audit/verify", false, verifyAudit, opDoc{summary: "Walk the audit log's hash chain (every tenant's events: one chain) and say whether it is whole, " +
+			"or where it first breaks. A tenant key's answer may be up to a minute old and names no other tenant's event; an admin key's is fresh", resp: api.AuditVerification{}}},
 		{"PUT", sbx + "/network", false, updateNetwork, opDoc{summary: "Change the network policy live; credentials sent without value or secret keep theirs", body: api.Network{}, resp: api.Sandbox{}}},
 		{"GET", sbx + "/metrics", false, metrics, opDoc{summary: "Current and recent CPU, memory, pids, disk and network counters", resp: api.Metrics{}}},
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/console"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/image"
@@ -73,6 +74,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	rates   *rateLimits
+	chain   chainCheck // GET /api/v1/audit/verify's walks
 
 	inflight sync.WaitGroup // requests being handled (Wait)
 	cutOff   atomic.Bool    // CutOff was called: answers from now on reach no one
@@ -132,6 +134,11 @@ func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Regist
 	for _, rt := range routes() {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	// The web console: a page of the daemon's that talks to the API above with its user's key,
+	// like any other client (docs/console.md); its files need no key.
+	ui := console.Handler()
+	s.mux.Handle("GET /ui", ui)
+	s.mux.Handle("GET "+console.Prefix, ui)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErrorAs(w, nil, errNoRoute(r), strings.HasPrefix(r.URL.Path, compatPrefix))
 	})
@@ -154,7 +161,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		log := s.log.With("method", r.Method, "path", r.URL.Path)
 		var keyID string
 		if !rt.public {
-			who, err := s.authenticate(r)
+			who, err := s.authenticate(r, rt)
 			if err != nil {
 				// Not recorded (docs/security.md#who-is-trusted-with-what): what a stranger sends must not grow the store. The
 				// refusal is counted in the metrics (authenticate).
@@ -267,13 +274,22 @@ func (s *Server) checkRole(r *http.Request, rt route) error {
 	return nil
 }
 
-// authenticate checks the bearer key and returns who it acts for.
-func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
+// authenticate checks the bearer key and returns who it acts for. The key is the Authorization
+// header's, or a browser's WebSocket's subprotocol airlock.bearer.<key> (browser.go).
+func (s *Server) authenticate(r *http.Request, rt route) (store.Principal, error) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || key == "" {
-		s.unauthenticated(airmetrics.UnauthenticatedMissing)
-		return store.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
+		pk, err := s.protocolKey(r, rt)
+		switch {
+		case err != nil:
+			s.unauthenticated(airmetrics.UnauthenticatedProtocol)
+			return store.Principal{}, err
+		case pk == "":
+			s.unauthenticated(airmetrics.UnauthenticatedMissing)
+			return store.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key> (create one with `airlock keys create --tenant NAME`)")
+		}
+		key = pk
 	}
 	who, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
 	if err != nil {

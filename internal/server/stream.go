@@ -59,7 +59,7 @@ func execInteractive(s *Server, w http.ResponseWriter, r *http.Request) (any, er
 	if !isUpgrade(r) {
 		return nil, errdefs.Invalid("Upgrade", "interactive exec is a WebSocket; use POST .../exec for a plain request")
 	}
-	c, err := websocket.Accept(w, r)
+	c, err := accept(w, r)
 	if err != nil {
 		return nil, written
 	}
@@ -242,7 +242,7 @@ func sendSSE(send func(string) error, event string, id int64, v any) error {
 }
 
 func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string, since int64) (any, error) {
-	c, err := websocket.Accept(w, r)
+	c, err := accept(w, r)
 	if err != nil {
 		return nil, written
 	}

@@ -362,6 +362,7 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 	})
 
 	t.Run("tools", func(t *testing.T) { h.tools(t) })
+	t.Run("browser keys and the audit check", h.browserAndAudit)
 
 	t.Run("daemon-wide resources", func(t *testing.T) {
 		pool := `{"spec":{"resources":{"memoryMb":128,"diskMb":64}},"size":1}`

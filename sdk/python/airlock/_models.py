@@ -15,6 +15,8 @@ from ._handles import SandboxHandle
 __all__ = [
     "Agent",
     "AgentStdin",
+    "AuditProblem",
+    "AuditVerification",
     "Capabilities",
     "CompatConfig",
     "CompatConfigInput",
@@ -114,6 +116,30 @@ class AgentStdin(Model):
 
     bytes: int
     eof: bool
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class AuditProblem(Model):
+    """The wire type ``AuditProblem`` of the daemon's API."""
+
+    seq: int
+    reason: str
+    id: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class AuditVerification(Model):
+    """The wire type ``AuditVerification`` of the daemon's API."""
+
+    intact: bool
+    events: int
+    from_seq: int
+    head_seq: int
+    head_hash: str
+    checked_at: str
+    problem: Optional[AuditProblem] = None
     _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
 
@@ -1189,6 +1215,24 @@ AgentStdin._wire = {
 }
 AgentStdin._required = ('bytes', 'eof')
 
+AuditProblem._wire = {
+    "seq": ("seq", None),
+    "reason": ("reason", None),
+    "id": ("id", None),
+}
+AuditProblem._required = ('seq', 'reason')
+
+AuditVerification._wire = {
+    "intact": ("intact", None),
+    "events": ("events", None),
+    "fromSeq": ("from_seq", None),
+    "headSeq": ("head_seq", None),
+    "headHash": ("head_hash", None),
+    "checkedAt": ("checked_at", None),
+    "problem": ("problem", AuditProblem),
+}
+AuditVerification._required = ('intact', 'events', 'from_seq', 'head_seq', 'head_hash', 'checked_at')
+
 Capabilities._wire = {
     "version": ("version", None),
     "levels": ("levels", ("list", LevelCapability)),
@@ -2013,6 +2057,8 @@ WebhookRequest._required = ('url',)
 SCHEMAS: Dict[str, Type[Model]] = {
     "Agent": Agent,
     "AgentStdin": AgentStdin,
+    "AuditProblem": AuditProblem,
+    "AuditVerification": AuditVerification,
     "Capabilities": Capabilities,
     "CompatConfig": CompatConfig,
     "CompatConfigInput": CompatConfigInput,

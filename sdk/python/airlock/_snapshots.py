@@ -7,7 +7,7 @@ from typing import Any, List, Optional, Union
 
 from ._call import Call, envelope, escape, present, query, sandbox_path
 from ._follow import Follow
-from ._models import Event, EventPage, Fork, Restore, Snapshot
+from ._models import AuditVerification, Event, EventPage, Fork, Restore, Snapshot
 from ._ops import Mode, Resource, operation, stream
 
 #: How long a snapshot, a restore or a fork may take (a memory image is large).
@@ -109,6 +109,14 @@ class Events(Resource[Mode]):
         params = query(type=type, executionId=execution_id, since=_time(since), until=_time(until),
                        after=after, limit=limit)
         return Call("GET", path, envelope(EventPage), params=params)
+
+    @operation("get-api-v1-audit-verify")
+    def verify(self) -> Call[AuditVerification]:
+        """Walks the daemon's audit log's hash chain (every tenant's events are one chain) and
+        says whether every event is what the daemon wrote (``intact``), or where it first breaks
+        (``problem``). A tenant key's answer may be up to a minute old and names none of another
+        tenant's events; an admin key's is fresh."""
+        return Call("GET", "/api/v1/audit/verify", envelope(AuditVerification))
 
     @stream("get-api-v1-events", "get-api-v1-sandboxes-by-id-events")
     def follow(

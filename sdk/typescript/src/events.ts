@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Event, EventPage } from "./gen/openapi.js";
+import type { AuditVerification, Event, EventPage } from "./gen/openapi.js";
 import { follow } from "./sse.js";
 import type { CallOptions, Query, Transport } from "./transport.js";
 
@@ -82,6 +82,16 @@ export class Events {
   /** list returns one page of the tenant's events, oldest first; pass `next` as `after` for the next. */
   list(filter: TenantEventFilter = {}): Promise<EventPage> {
     return this.#t.call({ method: "GET", path: "/api/v1/events", query: eventQuery(filter), signal: filter.signal });
+  }
+
+  /**
+   * verify walks the daemon's audit log's hash chain (every tenant's events are one chain) and
+   * says whether every event is what the daemon wrote, or where it first breaks. A tenant key's
+   * answer may be up to a minute old and names none of another tenant's events; an admin key's
+   * is fresh.
+   */
+  verify(opts?: CallOptions): Promise<AuditVerification> {
+    return this.#t.call({ method: "GET", path: "/api/v1/audit/verify", ...opts });
   }
 
   /**

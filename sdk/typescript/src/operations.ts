@@ -56,6 +56,7 @@ export const operationMethods: Record<OperationId, OperationMethod> = {
   "delete-api-v1-snapshots-by-snapshotId": { method: "snapshots.delete" },
   // follow=true: events.follow.
   "get-api-v1-events": { method: "events.list", implicit: ["follow"] },
+  "get-api-v1-audit-verify": { method: "events.verify" },
   "get-api-v1-images": { method: "images.list" },
   "get-api-v1-images-by-ref": { method: "images.get" },
   "post-api-v1-images": { method: "images.pull", takes: "the ref as an argument" },

@@ -2,8 +2,9 @@
  * The WebSocket adapter: one small interface over the `ws` package in Node (whose own WebSocket
  * cannot send the Authorization header the daemon requires), and elsewhere the platform's global
  * WebSocket with its `headers` option (Bun, Deno; `ws` under Deno's Node compatibility keeps the
- * process from exiting), or `ws` where there is no global one. Browsers' WebSocket cannot send
- * the header, so interactive exec does not work from a browser.
+ * process from exiting), or `ws` where there is no global one. A browser's WebSocket cannot send
+ * the header: there the key goes as the subprotocol `airlock.bearer.<key>` beside `airlock.v1`,
+ * which the daemon answers (docs/api.md), from a page of the daemon's own origin.
  * @module
  */
 
@@ -63,7 +64,26 @@ interface GlobalSocket {
   send(data: string): void;
   close(code?: number, reason?: string): void;
 }
-type GlobalConstructor = new (url: string, opts: { headers: Record<string, string> }) => GlobalSocket;
+type GlobalConstructor = new (url: string, opts: { headers: Record<string, string> } | string[]) => GlobalSocket;
+
+/** The subprotocol of the API's WebSockets, which the daemon answers. */
+export const wsProtocol = "airlock.v1";
+/** Prefixes the key among a browser's subprotocols. */
+export const wsBearer = "airlock.bearer.";
+
+/** isBrowserLike says whether the global WebSocket is the standard one, without a headers option. */
+function isBrowserLike(): boolean {
+  return !isNode() && !("Bun" in globalThis) && !("Deno" in globalThis);
+}
+
+/**
+ * browserProtocols are the subprotocols that carry the Authorization header's bearer key where a
+ * WebSocket cannot send headers: `airlock.v1` (answered) and `airlock.bearer.<key>` (never echoed).
+ */
+export function browserProtocols(headers: Record<string, string>): string[] {
+  const key = /^Bearer (.+)$/.exec(headers["Authorization"] ?? "")?.[1];
+  return key ? [wsProtocol, wsBearer + key] : [wsProtocol];
+}
 
 let wsModule: Promise<WsConstructor | undefined> | undefined;
 
@@ -136,7 +156,8 @@ function openGlobal(url: string, headers: Record<string, string>, handlers: Sock
   if (!G) {
     return Promise.reject(new AirlockConnectionError("airlock: no WebSocket: install the ws package (npm install ws)"));
   }
-  const ws = new G(url, { headers });
+  const ws = isBrowserLike() ? new G(url, browserProtocols(headers)) : new G(url, { headers });
+  ws.binaryType = "arraybuffer";
   return new Promise((resolve, reject) => {
     // The standard API says nothing of a refused upgrade's answer: only that it failed.
     ws.onerror = (ev) => reject(new AirlockConnectionError(`airlock: WebSocket ${url}: the connection failed (a refused upgrade, or no daemon)`, { cause: ev }));

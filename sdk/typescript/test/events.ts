@@ -35,6 +35,15 @@ export function eventsSuite(d: () => Daemon): void {
       assert.equal((seen[1]?.data as { exitCode?: number }).exitCode, 0);
     });
 
+    it("verifies the audit log's hash chain, with a tenant key and an admin key", async () => {
+      const v = await d().client().events.verify();
+      assert.equal(v.intact, true);
+      assert.ok(v.events > 0 && v.headSeq >= v.fromSeq && /^[0-9a-f]{64}$/.test(v.headHash), JSON.stringify(v));
+      assert.equal(v.problem, undefined);
+      const fresh = await d().client("admin").events.verify();
+      assert.ok(fresh.intact && Date.parse(fresh.checkedAt) >= Date.parse(v.checkedAt), JSON.stringify(fresh));
+    });
+
     it("follows a sandbox's events until it is terminated", async () => {
       const c = d().client();
       const sb = await c.sandboxes.create({});

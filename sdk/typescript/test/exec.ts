@@ -97,6 +97,31 @@ export function execSuite(d: () => Daemon): void {
       });
     });
 
+    it("takes the key as a browser sends it: the airlock.bearer.<key> subprotocol, airlock.v1 answered", async () => {
+      const { WebSocket } = await import("ws");
+      const url = `${d().url.replace(/^http/, "ws")}/api/v1/sandboxes/${sb.id}/exec`;
+      const ws = new WebSocket(url, ["airlock.v1", `airlock.bearer.${d().keys.t1}`], { origin: d().url });
+      const frames: { type: string; data?: string }[] = [];
+      await new Promise<void>((resolve, reject) => {
+        ws.once("error", reject);
+        ws.once("open", () => ws.send(JSON.stringify({ type: "start", start: { command: ["echo", "hi"] } })));
+        ws.on("message", (m) => frames.push(JSON.parse(String(m)) as { type: string }));
+        ws.once("close", () => resolve());
+      });
+      assert.equal(ws.protocol, "airlock.v1");
+      assert.deepEqual(frames.map((f) => f.type), ["started", "stdout", "exit"]);
+      assert.equal(Buffer.from(frames[1]?.data ?? "", "base64").toString(), "hi\n");
+      // From a page of another origin the key is refused, unread.
+      const foreign = new WebSocket(url, ["airlock.v1", `airlock.bearer.${d().keys.t1}`], { origin: "http://evil.example" });
+      const status = await new Promise<number>((resolve) => {
+        foreign.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        foreign.once("open", () => resolve(101));
+        foreign.once("error", () => {});
+      });
+      foreign.terminate();
+      assert.equal(status, 403);
+    });
+
     it("close() drops the connection and ends the command", async () => {
       const s = await c.sandboxes.execStream(sb.id, { command: "sleep 30" });
       const id = s.executionId;

@@ -43,6 +43,17 @@ class NetworkAndEvents(unittest.TestCase):
         other = harness.client("t2").events.list(type="exec.")
         self.assertNotIn(sb.id, {e.sandbox_id for e in other.events})
 
+    def test_audit_verify(self) -> None:
+        v = self.c.events.verify()
+        self.assertTrue(v.intact)
+        self.assertIsNone(v.problem)
+        self.assertGreater(v.events, 0)
+        self.assertGreaterEqual(v.head_seq, v.from_seq)
+        self.assertEqual(len(v.head_hash), 64)
+        fresh = harness.client("admin").events.verify()
+        self.assertTrue(fresh.intact)
+        self.assertGreaterEqual(fresh.checked_at, v.checked_at)
+
     def test_events_follow(self) -> None:
         sb = harness.sandbox(self, self.c)
         seen = []
