@@ -101,6 +101,7 @@ bench-sdk: deps build sdk
 # run_code on a warm pool beside the same code through POST .../exec (docs/performance.md).
 bench-tools: deps build
 	$(GO) run ./test/bench/tools -airlock $(BIN)
+	$(GO) test -run '^$$' -bench 'BenchmarkToolCall|BenchmarkCall' -benchtime 3000x ./internal/server ./internal/tools
 
 bench-container: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)

@@ -22,14 +22,13 @@ func BenchmarkToolCall(b *testing.B) {
 		fmt.Fprintf(w, `{"q":%q,"answer":"local"}`, r.URL.Query().Get("q"))
 	}))
 	defer local.Close()
-	t := &testing.T{}
-	r := newToolsAPI(t, tools.Config{
+	r := newToolsAPI(b, tools.Config{
 		Tools: []tools.ConfigTool{{Tenants: []string{"*"}, ToolDefinition: api.ToolDefinition{Name: "local_http", RateLimit: "1000000/1s",
 			InputSchema: map[string]any{"type": "object", "required": []any{"q"}, "properties": map[string]any{"q": map[string]any{"type": "string", "pattern": "^[a-z]+$"}}},
 			HTTP:        &api.HTTPBackend{URL: local.URL + "/echo", Query: map[string]string{"q": "{{q}}"}, Egress: api.ToolEgressDaemon}}}},
 		Policies: []api.ToolPolicy{{Name: "p", Tenant: "*", Allow: []string{"local_http"}}},
 	})
-	c := r.client(t, r.k1)
+	c := r.client(b, r.k1)
 	ctx := context.Background()
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {

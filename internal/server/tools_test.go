@@ -29,7 +29,7 @@ type toolsRig struct {
 	keyID2               string
 }
 
-func newToolsAPI(t *testing.T, cfg tools.Config) toolsRig {
+func newToolsAPI(t testing.TB, cfg tools.Config) toolsRig {
 	t.Helper()
 	st, keys := openStore(t, "t1", "t1", "t2")
 	admin, _, err := st.CreateAdminKey(context.Background(), "ops")
@@ -55,7 +55,7 @@ func newToolsAPI(t *testing.T, cfg tools.Config) toolsRig {
 	return toolsRig{url: srv.URL, k1: keys[0], k2: keys[1], other: keys[2], admin: admin, keyID2: who.KeyID}
 }
 
-func (r toolsRig) client(t *testing.T, key string) *client.Client {
+func (r toolsRig) client(t testing.TB, key string) *client.Client {
 	c, err := client.New(r.url, key)
 	if err != nil {
 		t.Fatal(err)

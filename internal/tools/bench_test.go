@@ -20,7 +20,7 @@ func BenchmarkCall(b *testing.B) {
 		fmt.Fprintf(w, `{"q":%q,"answer":"local"}`, r.URL.Query().Get("q"))
 	}))
 	defer local.Close()
-	r := newRig(&testing.T{}, Config{
+	r := newRig(b, Config{
 		Tools: []ConfigTool{{Tenants: []string{"*"}, ToolDefinition: api.ToolDefinition{Name: "local_http", RateLimit: "1000000/1s",
 			InputSchema: map[string]any{"type": "object", "required": []any{"q"}, "properties": map[string]any{"q": map[string]any{"type": "string", "pattern": "^[a-z]+$"}}},
 			HTTP:        &api.HTTPBackend{URL: local.URL + "/echo", Query: map[string]string{"q": "{{q}}"}, Egress: api.ToolEgressDaemon}}}},

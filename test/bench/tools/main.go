@@ -8,6 +8,11 @@
 //     (the first call claims it; then each call is an exec in it, and the files it wrote), beside
 //     the same code through POST /api/v1/sandboxes/{id}/exec in a sandbox of the same pool.
 //
+// Two more runners split the overhead: GET /healthz (the API's hop alone: key, envelope) and GET
+// /api/v1/tools/local_http (the hop and the tool's lookup). The daemon's own histogram of the
+// call (airlock_tool_call_seconds, mean) is printed too: the gateway's steps and the upstream
+// request, without the hop.
+//
 // Rounds run each runner once, in a random order within the round, so that drift hits all alike.
 // Targets: p50 added ≤ 0.5 ms; run_code p50 within 1.2× of exec. A missed target is printed
 // ("not met"); only errors exit non-zero.
@@ -26,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -67,6 +73,8 @@ type report struct {
 	// the call's arrival in the gateway to its result (the upstream request included), without
 	// the API's own hop.
 	InDaemonMeanMs float64 `json:"in_daemon_mean_ms"`
+	// ServerConns is how many connections the local server accepted in the whole run.
+	ServerConns int64 `json:"local_server_connections"`
 }
 
 func main() {
@@ -107,6 +115,10 @@ func config(serverURL string) string {
  }}`
 }
 
+// newConns counts the connections the local server accepted: a handful means the direct client
+// and the daemon both kept theirs alive.
+var newConns atomic.Int64
+
 func run(bin string, n, warmup int) (report, error) {
 	rep := report{Rounds: n, Warmup: warmup}
 	ctx := context.Background()
@@ -118,7 +130,11 @@ func run(bin string, n, warmup int) (report, error) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"q":%q,"answer":"local"}`, r.URL.Query().Get("q"))
-	}), ReadHeaderTimeout: 10 * time.Second}
+	}), ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			newConns.Add(1)
+		}
+	}}
 	go func() { _ = srv.Serve(ln) }() // ends with Close below
 	defer srv.Close()
 	serverURL := "http://" + ln.Addr().String()
@@ -161,11 +177,11 @@ func run(bin string, n, warmup int) (report, error) {
 			}
 			return err
 		}},
-		{"probe: GET /api/v1/tools/local_http", func(ctx context.Context) error {
+		{"API hop + lookup: GET /api/v1/tools/local_http", func(ctx context.Context) error {
 			_, err := c.Tool(ctx, "local_http")
 			return err
 		}},
-		{"probe: GET /healthz", func(ctx context.Context) error {
+		{"API hop only: GET /healthz", func(ctx context.Context) error {
 			_, err := c.Health(ctx)
 			return err
 		}},
@@ -206,6 +222,7 @@ func run(bin string, n, warmup int) (report, error) {
 		rep.Results = append(rep.Results, result{Name: r.Name, Summary: stats.Summarize(samples[i])})
 	}
 	rep.AddedP50Ms = rep.Results[1].Summary.P50 - rep.Results[0].Summary.P50
+	rep.ServerConns = newConns.Load()
 	if mean, err := inDaemon(c.BaseURL()); err == nil {
 		rep.InDaemonMeanMs = mean
 	} else {
@@ -282,5 +299,5 @@ func printReport(w io.Writer, rep report) {
 		fmt.Fprintf(w, "  inside the daemon's gateway, mean (its airlock_tool_call_seconds, the upstream request included): %.3f ms\n", rep.InDaemonMeanMs)
 	}
 	fmt.Fprintf(w, "run_code on a warm pool / exec, p50: %.2f× (target ≤ %.1f×: %s)\n", rep.RatioP50, targetRatio, verdict(rep.RatioP50 <= targetRatio))
-	fmt.Fprintf(w, "(%d rounds after %d warm-up; each round runs every runner once, in a random order)\n", rep.Rounds, rep.Warmup)
+	fmt.Fprintf(w, "(%d rounds after %d warm-up; each round runs every runner once, in a random order; the local server accepted %d connections)\n", rep.Rounds, rep.Warmup, rep.ServerConns)
 }
