@@ -334,8 +334,20 @@ func toolPoliciesPut(e *env, args []string) int {
 }
 
 func toolPoliciesRm(e *env, args []string) int {
-	return remove(e, "tools policies rm", "[--json] NAME...", "policy name", "print each removed policy as JSON instead of its name", args,
-		func(c *client.Client, ctx context.Context, name string) (any, error) {
-			return c.DeleteToolPolicy(ctx, name, client.PolicyOptions{})
-		})
+	r := newRemote(e, "tools policies rm", "[--tenant T] [--json] NAME...")
+	asJSON := r.fs.Bool("json", false, "print each removed policy as JSON instead of its name")
+	ten := r.fs.String("tenant", "", "an admin key's: the policies' tenant")
+	names, code := r.parse(args, true)
+	if code >= 0 {
+		return code
+	}
+	if len(names) == 0 {
+		return r.usageError("want at least one policy name")
+	}
+	if code := r.dial(); code >= 0 {
+		return code
+	}
+	return r.each(names, *asJSON, func(ctx context.Context, name string) (any, error) {
+		return r.c.DeleteToolPolicy(ctx, name, client.PolicyOptions{Tenant: *ten})
+	})
 }
