@@ -42,11 +42,23 @@ type session struct {
 
 func newSessions() *sessions { return &sessions{byID: map[string]*session{}} }
 
+// maxSessions bounds the sessions remembered; past it the idle ones are forgotten (harmless: a
+// kept sandbox is found again by its metadata).
+const maxSessions = 4096
+
 func (s *sessions) get(key string) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss := s.byID[key]; ss != nil {
 		return ss
+	}
+	if len(s.byID) >= maxSessions {
+		for k, ss := range s.byID {
+			if ss.mu.TryLock() {
+				delete(s.byID, k)
+				ss.mu.Unlock()
+			}
+		}
 	}
 	ss := &session{}
 	s.byID[key] = ss

@@ -142,6 +142,7 @@ type upConn struct {
 	sandboxID   string
 	stopExec    context.CancelFunc
 	ended       chan struct{} // closed when the server's exec ended (stdio)
+	closed      chan struct{} // closed by close: the idle watcher of the connection returns
 	stderr      *tailBuffer
 	// failedAt and failure are the last connect's failure: for a while after it, uses get it
 	// again rather than starting the server again.
@@ -199,7 +200,8 @@ func (u *upstreams) conn(ctx context.Context, c Caller, s *server) (live, error)
 	}
 	uc.failure = nil
 	uc.touch()
-	go u.idle(uc)
+	uc.closed = make(chan struct{})
+	go u.idle(uc, uc.closed)
 	return live{uc, uc.session, uc.tools, uc.sandboxID, uc.stderr}, nil
 }
 
@@ -223,6 +225,10 @@ func (uc *upConn) dead() bool {
 
 // close stops the server and the session. Under uc.mu.
 func (uc *upConn) close() {
+	if uc.closed != nil {
+		close(uc.closed)
+		uc.closed = nil
+	}
 	if uc.session != nil {
 		_ = uc.session.Close() // the server may be gone already
 		uc.session = nil
@@ -233,11 +239,16 @@ func (uc *upConn) close() {
 	}
 }
 
-// idle stops uc once unused for upstreamIdle.
-func (u *upstreams) idle(uc *upConn) {
+// idle stops uc once unused for upstreamIdle; it returns when closed is.
+func (u *upstreams) idle(uc *upConn, closed <-chan struct{}) {
 	t := time.NewTicker(upstreamIdle / 10)
 	defer t.Stop()
-	for range t.C {
+	for {
+		select {
+		case <-closed:
+			return
+		case <-t.C:
+		}
 		uc.mu.Lock()
 		if uc.session == nil {
 			uc.mu.Unlock()
