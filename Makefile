@@ -92,6 +92,7 @@ bench: deps build sdk
 	$(GO) run ./test/bench/snapshot -airlock $(BIN)
 	$(GO) run ./test/bench/audit -airlock $(BIN)
 	$(GO) run ./test/bench/wasm -airlock $(BIN)
+	$(GO) run ./test/bench/tools -airlock $(BIN)
 
 # The exec round trip through the TypeScript and Python SDKs beside the Go SDK and curl.
 bench-sdk: deps build sdk
