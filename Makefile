@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -118,6 +118,11 @@ bench-audit: deps build
 # memory an idle wasm sandbox costs.
 bench-wasm: deps build
 	$(GO) run ./test/bench/wasm -airlock $(BIN)
+
+# The microvm level: boot to ready vs a raw QEMU boot of the same kernel and initramfs, exec
+# round trips vs the process level, the idle VMM's memory (docs/levels.md#microvm-figures).
+bench-microvm: deps
+	$(GO) run ./test/bench/microvm
 
 bench-network: deps
 	$(GO) run ./test/bench/network

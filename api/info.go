@@ -68,6 +68,9 @@ type LevelCapability struct {
 	Reason    string   `json:"reason,omitempty"`
 	Fix       string   `json:"fix,omitempty"`
 	Features  []string `json:"features,omitempty"`
+	// Detail says how an available level runs here, when that depends on the host (the microvm
+	// level's accelerator, and why).
+	Detail string `json:"detail,omitempty"`
 }
 
 // Key is an API key as listed; the secret itself is shown once, at creation (NewKey).

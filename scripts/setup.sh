@@ -18,6 +18,9 @@ command -v runc >/dev/null || need+=(runc)            # the container level's se
 [ -x /bin/busybox ] || need+=(busybox-static)         # image tests build a tiny image from it
 command -v node >/dev/null || need+=(nodejs npm)      # the SDKs' and the web console's builds (make sdk, make console)
 [ -x /usr/bin/chromium ] || need+=(chromium)          # the web console's tests drive it headless (test/e2e TestConsole)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)  # the microvm level's VMM
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)  # the microvm level formats its writable disks
+command -v xz >/dev/null || need+=(xz-utils)          # the microvm level's kernel is extracted with it
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
@@ -58,3 +61,8 @@ fi
 here=$(dirname "$0")
 "$here/wasm/build-python.sh" || echo "setup: CPython for WASI could not be built; the wasm level will lack python" >&2
 "$here/wasm/fetch-quickjs.sh" || echo "setup: quickjs-wasi could not be fetched; the wasm level will lack javascript" >&2
+
+# The microvm level's guest kernel: Debian's linux-image package, pinned and checked, its vmlinux
+# and the virtio, 9p and ext4 modules, in /usr/local/lib/airlock/microvm (returns at once when
+# current). Without it the microvm level is unavailable (airlock doctor says why).
+"$here/microvm/fetch-kernel.sh" || echo "setup: the microvm guest kernel could not be fetched; the microvm level will be unavailable" >&2

@@ -94,7 +94,7 @@ func TestLayers(t *testing.T) {
 	if len(g["internal/manager"]) == 0 {
 		t.Fatalf("found no imports of internal/manager: the walk is wrong (%d packages)", len(g))
 	}
-	concrete := []string{"internal/driver/process", "internal/driver/container", "internal/driver/wasm"}
+	concrete := []string{"internal/driver/process", "internal/driver/container", "internal/driver/wasm", "internal/driver/microvm"}
 	rules := []struct {
 		name string
 		// broken reports whether pkg importing dep breaks the rule.

@@ -59,6 +59,9 @@ type Capabilities struct {
 	Reason    string   `json:"reason,omitempty"` // why not, when !Available
 	Fix       string   `json:"fix,omitempty"`    // how to make it available
 	Features  []string `json:"features,omitempty"`
+	// Detail says how an available level runs on this host, when that depends on the host (the
+	// microvm level's accelerator, and why).
+	Detail string `json:"detail,omitempty"`
 	// Checks are the individual host facts behind Available, for `airlock doctor`.
 	Checks []Check `json:"checks,omitempty"`
 }

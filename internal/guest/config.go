@@ -13,6 +13,11 @@ type Config struct {
 	Landlock  bool       `json:"landlock"`  // apply Landlock when the kernel has it
 	LandRules []LandRule `json:"landRules,omitempty"`
 	Seccomp   []byte     `json:"seccomp"` // the compiled filter, 8 bytes per instruction
+	// LayerDevice, when set, is a block device holding the writable layer's file system
+	// (LayerFsType), made by the host at DiskBytes: a VM's disk, on which writes past the size
+	// get ENOSPC. Otherwise the layer is a tmpfs of DiskBytes.
+	LayerDevice string `json:"layerDevice,omitempty"`
+	LayerFsType string `json:"layerFsType,omitempty"`
 	// OrphanGraceMs, when set, says that ListenFd is a listening socket and how long init keeps the
 	// sandbox after its host went away, for a restarted one to connect and adopt it.
 	OrphanGraceMs int64 `json:"orphanGraceMs,omitempty"`

@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/driver/container"
+	"github.com/airlockrun/airlock/internal/driver/microvm"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/image"
@@ -28,6 +29,8 @@ type Config struct {
 	Container container.Settings `json:"container"`
 	// Wasm is the wasm level: where its interpreters are installed.
 	Wasm wasm.Settings `json:"wasm"`
+	// MicroVM is the microvm level: QEMU, the guest kernel, the accelerator.
+	MicroVM microvm.Settings `json:"microvm"`
 	// Images is the OCI image store under DataDir/images.
 	Images image.Settings `json:"images"`
 	// Network configures sandboxes' networks.
@@ -37,7 +40,7 @@ type Config struct {
 // Default returns the configuration airlock runs with when nothing is set: every part's defaults.
 func Default() Config {
 	return Config{Config: config.Default(), Process: process.DefaultSettings(), Container: container.DefaultSettings(),
-		Wasm: wasm.DefaultSettings(), Images: image.DefaultSettings()}
+		Wasm: wasm.DefaultSettings(), MicroVM: microvm.DefaultSettings(), Images: image.DefaultSettings()}
 }
 
 // Load reads the configuration file at path over the defaults. The caller validates, once its
@@ -59,7 +62,7 @@ func (c Config) Validate() error {
 		v   interface{ Validate() error }
 	}{
 		{"process", c.Process}, {"hostTemplate", c.HostTemplate}, {"container", c.Container},
-		{"wasm", c.Wasm}, {"images", c.Images}, {"network", c.Network},
+		{"wasm", c.Wasm}, {"microvm", c.MicroVM}, {"images", c.Images}, {"network", c.Network},
 	} {
 		if err := s.v.Validate(); err != nil {
 			// The section's errors begin with the field's path inside it.
@@ -68,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.Container.CgroupParent == c.Process.CgroupParent {
 		return errors.New("config: container.cgroupParent must differ from process.cgroupParent")
+	}
+	if c.MicroVM.CgroupParent == c.Process.CgroupParent || c.MicroVM.CgroupParent == c.Container.CgroupParent {
+		return errors.New("config: microvm.cgroupParent must differ from process.cgroupParent and container.cgroupParent")
 	}
 	return nil
 }
@@ -103,6 +109,9 @@ func (c Config) processConfig() process.Config {
 
 // containerConfig returns the container level's configuration (without network and images).
 func (c Config) containerConfig() container.Config { return c.Container.Config(c.Instance()) }
+
+// microvmConfig returns the microvm level's configuration (without network).
+func (c Config) microvmConfig() microvm.Config { return c.MicroVM.Config(c.Instance()) }
 
 // egressConfig returns the network service's configuration.
 func (c Config) egressConfig() (egress.Config, error) {

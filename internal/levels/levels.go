@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/container"
+	"github.com/airlockrun/airlock/internal/driver/microvm"
 	"github.com/airlockrun/airlock/internal/driver/process"
 	"github.com/airlockrun/airlock/internal/driver/wasm"
 	"github.com/airlockrun/airlock/internal/image"
@@ -35,6 +36,9 @@ func Registry(cfg Config, network *egress.Service, images *image.Store, log *slo
 	}
 	r.Register(container.New(c, proc.Runtime(), log.With("level", "container")))
 	r.Register(wasm.New(cfg.Wasm.Config(cfg.DataDir), proc, log.With("level", "wasm")))
+	m := cfg.microvmConfig()
+	m.Network = network
+	r.Register(microvm.New(m, proc.Runtime(), log.With("level", "microvm")))
 	return r
 }
 

@@ -326,7 +326,7 @@ func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory
 	// (and snapshot:prepared-restore, restores made ready ahead).
 	for _, dc := range s.drivers.Report() {
-		c.Levels = append(c.Levels, api.LevelCapability{Level: dc.Level, Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features})
+		c.Levels = append(c.Levels, api.LevelCapability{Level: dc.Level, Available: dc.Available, Reason: dc.Reason, Fix: dc.Fix, Features: dc.Features, Detail: dc.Detail})
 	}
 	return c, nil
 }

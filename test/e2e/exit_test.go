@@ -57,7 +57,7 @@ func TestSetupErrors(t *testing.T) {
 		{"image unreachable", []string{"--image", "127.0.0.1:1/missing:1", "--", "true"}, 125, []string{"127.0.0.1:1/missing"}},
 		{"image and rootfs", []string{"--image", "127.0.0.1:1/x:1", "--rootfs", "/", "--", "true"}, 125, []string{"image"}},
 		{"runtime without container", []string{"--runtime", "runc", "--", "true"}, 125, []string{"runtime"}},
-		{"isolation not built", []string{"--isolation", "microvm", "--", "true"}, 125, []string{"microvm"}},
+		{"isolation not built", []string{"--isolation", "enclave", "--", "true"}, 125, []string{"enclave"}},
 		{"isolation bogus", []string{"--isolation", "bogus", "--", "true"}, 125, []string{"--isolation"}},
 
 		// Out-of-range numbers name the flag and the range.

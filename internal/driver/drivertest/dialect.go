@@ -50,6 +50,9 @@ func (h *Harness) Command(t *testing.T, s Script) []string {
 // Exec runs s in the level's dialect with a timeout and captured output.
 func (h *Harness) Exec(t *testing.T, sb driver.Sandbox, timeout time.Duration, s Script) sandbox.ExecResult {
 	t.Helper()
+	if h.opts.Slowdown > 1 {
+		timeout = time.Duration(float64(timeout) * h.opts.Slowdown)
+	}
 	return ExecReq(t, sb, timeout, sandbox.ExecRequest{Command: h.Command(t, s)})
 }
 

@@ -38,6 +38,10 @@ type Options struct {
 	// OOM kill ends the whole sandbox. The bomb still fails and the host is fine; the sandbox
 	// may not survive it.
 	OwnKernel bool
+	// Slowdown multiplies the deadlines of the calls the cases make through Harness.Exec (1 when
+	// 0): a level on a software CPU (a VM under TCG) runs every command several times slower.
+	// The limits the cases test (a command's own timeout, sizes, counts) stay as they are.
+	Slowdown float64
 }
 
 // Case is one conformance test.

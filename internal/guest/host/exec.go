@@ -269,6 +269,10 @@ type counters struct {
 	// sandbox with its own kernel that outruns init's kill meets the host's limit (its headroom
 	// spent), and the host kernel kills in it.
 	hostOOM int64
+	// kernel says ev's OOM kills and refused forks, and diskFull, are the sandbox kernel's
+	// (Launcher.Kernel).
+	kernel   bool
+	diskFull bool
 }
 
 // takeGuest takes the sandbox kernel's counters that init sends with a command's start
@@ -283,6 +287,14 @@ func (s *Sandbox) counters() counters {
 	var c counters
 	c.ev, _ = s.events.Read()
 	c.hostOOM = c.ev.OOMKills
+	if s.l.Kernel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), guestPing)
+		k, err := s.l.Kernel(ctx)
+		cancel()
+		if err == nil {
+			c.ev.OOMKills, c.ev.PidsLimitHits, c.diskFull, c.kernel = k.OOMKills, k.PidsHits, k.DiskFull, true
+		}
+	}
 	if s.l.CgroupCPU {
 		if st, err := s.cg.Stats(); err == nil {
 			c.cpu = st.CPUUsage
@@ -310,7 +322,10 @@ func (s *Sandbox) account(before counters, ru *guest.Rusage, guestAfter *guest.C
 		res.LimitEvents = append(res.LimitEvents, sandbox.LimitEvent{Type: typ, Message: msg, Count: n, Time: now})
 	}
 	oom := after.ev.OOMKills - before.ev.OOMKills
-	if before.guest {
+	if before.kernel != after.kernel { // the sandbox kernel answered once only: its counts are lost
+		oom, after.ev.PidsLimitHits = 0, before.ev.PidsLimitHits
+	}
+	if before.guest || before.kernel {
 		oom += after.hostOOM - before.hostOOM
 	}
 	if n := oom; n > 0 {
@@ -323,7 +338,7 @@ func (s *Sandbox) account(before counters, ru *guest.Rusage, guestAfter *guest.C
 	if n := after.ev.ThrottledPeriods - before.ev.ThrottledPeriods; n > 0 {
 		ev(sandbox.EventLimitCPU, fmt.Sprintf("CPU limit of %g vCPU reached; throttled in %d period(s)", s.spec.Resources.CPU, n), n)
 	}
-	if LayerFull(s.layerPath()) {
+	if (after.kernel && after.diskFull) || (s.l.Kernel == nil && LayerFull(s.layerPath())) {
 		ev(sandbox.EventLimitDisk, fmt.Sprintf("writable layer of %d MiB is full", s.spec.Resources.DiskMB), 0)
 	}
 	if res.TimedOut {

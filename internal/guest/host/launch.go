@@ -107,9 +107,29 @@ type Launcher struct {
 	// Teardown releases what the runtime and the level hold (runtime state, mounts); it runs in
 	// Destroy after init was killed, before the cgroup is removed, and must be idempotent.
 	Teardown func(ctx context.Context) error
+	// Kernel, when set, reads what the sandbox's own kernel counts of it (a VM's guest kernel:
+	// its cgroup's OOM kills and refused forks, memory and processes, and the writable disk):
+	// the host's cgroup holds only the VMM, whose counters say nothing of the sandbox's
+	// processes. Exec's limit events and Usage read them from it; CPU and network stay the
+	// host's.
+	Kernel func(ctx context.Context) (KernelStats, error)
+	// Pause and Resume, when set, stop and restart the sandbox instead of freezing and thawing
+	// its cgroup (a VM: its VMM stops the vCPUs and the guest's clocks, so that its processes are
+	// not charged the time they spent stopped).
+	Pause, Resume func(ctx context.Context) error
 	// Gone, when set, runs once, last in Destroy. clean says init was reaped (or never started)
 	// and the cgroup is gone, so that nothing runs with the sandbox's ids any more.
 	Gone func(clean bool)
+}
+
+// KernelStats are the counters a sandbox's own kernel keeps of it (Launcher.Kernel).
+type KernelStats struct {
+	OOMKills, PidsHits            int64 // cumulative: processes its OOM killer ended, forks refused
+	Pids, PidsLimit               int64
+	MemoryBytes, MemoryPeakBytes  int64
+	MemoryLimitBytes              int64
+	DiskUsedBytes, DiskLimitBytes int64
+	DiskFull                      bool
 }
 
 // Launch starts a sandbox whose init l.Start runs, and returns it ready for Exec. gw, when not

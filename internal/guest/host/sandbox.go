@@ -176,8 +176,11 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, freezeTimeout)
 	defer cancel()
-	// Freeze thaws again if the kernel does not get there in time.
-	if err := s.cg.Freeze(ctx); err != nil {
+	if s.l.Pause != nil {
+		if err := s.l.Pause(ctx); err != nil {
+			return fmt.Errorf("pause sandbox %s: %w", s.id, err)
+		}
+	} else if err := s.cg.Freeze(ctx); err != nil { // it thaws again if the kernel does not get there in time
 		return fmt.Errorf("pause sandbox %s: %w", s.id, err)
 	}
 	s.paused = true
@@ -194,7 +197,11 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	if !s.paused {
 		return nil
 	}
-	if err := s.cg.Thaw(ctx); err != nil {
+	if s.l.Resume != nil {
+		if err := s.l.Resume(ctx); err != nil {
+			return fmt.Errorf("resume sandbox %s: %w", s.id, err)
+		}
+	} else if err := s.cg.Thaw(ctx); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", s.id, err)
 	}
 	s.paused = false
@@ -234,6 +241,16 @@ func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) {
 		if g, err := s.guestStats(ctx); err == nil {
 			u.Pids, u.PidsLimit = g.Pids, g.PidsMax
 		}
+	}
+	if s.l.Kernel != nil {
+		k, err := s.l.Kernel(ctx)
+		if err != nil {
+			return driver.Usage{}, fmt.Errorf("usage of sandbox %s: its kernel: %w", s.id, err)
+		}
+		u.MemoryBytes, u.MemoryPeakBytes, u.Pids, u.PidsLimit = k.MemoryBytes, k.MemoryPeakBytes, k.Pids, k.PidsLimit
+		u.DiskUsedBytes, u.DiskLimitBytes = k.DiskUsedBytes, k.DiskLimitBytes
+		u.NetRxBytes, u.NetTxBytes = procfs.NetBytes(s.pid)
+		return u, nil
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(s.layerPath(), &fs); err == nil && s.alive() {

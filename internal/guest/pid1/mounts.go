@@ -33,7 +33,7 @@ const staging = "/tmp"
 // The writable directories (/tmp, /workspace, ...) live in the same tmpfs, so one cap covers every
 // byte a sandbox can write.
 func buildRoot(c *guest.Config, fds []int) (layer int, err error) {
-	b := &rootBuilder{plan: c.Root, fds: fds, layer: -1}
+	b := &rootBuilder{plan: c.Root, fds: fds, layer: -1, device: c.LayerDevice, fsType: c.LayerFsType}
 	for _, step := range []func() error{
 		func() error { return b.stageLayer(c.DiskBytes) },
 		b.enterLayer,
@@ -60,6 +60,8 @@ type rootBuilder struct {
 	plan  guest.RootPlan
 	fds   []int
 	layer int
+	// device and fsType, when set, hold the writable layer instead of a tmpfs (a VM's disk).
+	device, fsType string
 }
 
 // src is the descriptor at index i of the configuration's.
@@ -77,9 +79,15 @@ func (b *rootBuilder) stageLayer(size int64) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	opts := fmt.Sprintf("size=%d,mode=0755", size)
-	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount writable layer (%s): %w", opts, err)
+	if b.device != "" {
+		if err := unix.Mount(b.device, staging, b.fsType, unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("mount writable layer (%s on %s): %w", b.fsType, b.device, err)
+		}
+	} else {
+		opts := fmt.Sprintf("size=%d,mode=0755", size)
+		if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount writable layer (%s): %w", opts, err)
+		}
 	}
 	if b.plan.Seed != nil {
 		// Before anything of the host is reachable from the layer (/oldroot is mounted below).

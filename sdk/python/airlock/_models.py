@@ -539,6 +539,7 @@ class LevelCapability(Model):
 
     level: str
     available: bool
+    detail: Optional[str] = None
     features: Optional[List[str]] = None
     fix: Optional[str] = None
     reason: Optional[str] = None
@@ -1527,6 +1528,7 @@ ImageRemoval._required = ('refs', 'layers_removed', 'bytes_freed', 'layers_in_us
 LevelCapability._wire = {
     "level": ("level", None),
     "available": ("available", None),
+    "detail": ("detail", None),
     "features": ("features", None),
     "fix": ("fix", None),
     "reason": ("reason", None),

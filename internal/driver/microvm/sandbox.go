@@ -1,0 +1,326 @@
+package microvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/guest"
+	"github.com/airlockrun/airlock/internal/guest/host"
+	"github.com/airlockrun/airlock/internal/guest/vmlink"
+	"github.com/airlockrun/airlock/internal/netpolicy/egress"
+	"github.com/airlockrun/airlock/internal/procfs"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Sizes of what a VM has beside its sandbox's memory.
+const (
+	// guestOverheadMB is guest RAM above memoryMb: the guest kernel, the agent and init, the
+	// initramfs (the airlock binary). The sandbox's processes are held to memoryMb by a cgroup
+	// of the guest kernel.
+	guestOverheadMB = 160
+	// vmmOverheadMB is what the VMM's host cgroup allows above guest RAM: QEMU itself and, under
+	// TCG, its translation cache (tb-size 64 MiB).
+	vmmOverheadMB = 192
+	// vmmTasks bounds the VMM's threads (vCPUs, I/O, RCU).
+	vmmTasks = 256
+)
+
+// start makes sandbox id's VM and has host.Runtime.Launch drive its init.
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bootSetup, seed io.Reader) (driver.Sandbox, error) {
+	dir := filepath.Join(d.cfg.StateDir, "vms", id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
+	}
+	// Host root's, traversable: the VMM opens its disk in it and writes nothing there.
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
+	}
+	// Which airlock process made the VM, for Sweep.
+	if owner, err := procfs.OwnerLine(); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "owner"), owner, 0o600)
+	}
+	uids, err := d.rt.AllocateUIDs(sandbox.LevelMicroVM, id, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	// The VMM runs as the first id of the sandbox's own range.
+	vmmUID := uids.HostID(0)
+	var cg *cgroups.Cgroup
+	var v VM
+	var link *vmlink.Host
+	console := filepath.Join(dir, "console.log")
+	teardown := func(ctx context.Context) error {
+		if link != nil {
+			link.Close()
+		}
+		if v != nil {
+			_ = v.Kill() // killed already by the host side, unless the launch failed before
+		}
+		return os.RemoveAll(dir)
+	}
+	gone := func(clean bool) {
+		if clean {
+			d.rt.ReleaseUIDs(sandbox.LevelMicroVM, id, uids)
+		}
+	}
+	// Until Launch owns them, a failure undoes this by hand.
+	undo := func(err error) (driver.Sandbox, error) {
+		_ = teardown(context.Background())
+		if cg != nil {
+			_ = cg.Destroy(context.Background())
+		}
+		gone(true)
+		return nil, err
+	}
+	setupErr := func(what string, err error) error {
+		return fmt.Errorf("sandbox %s: %s: %w: %w", id, what, err, errdefs.ErrSetup)
+	}
+	plan, share, writable, err := d.plan(spec)
+	if err != nil {
+		return undo(err)
+	}
+	disk := filepath.Join(dir, "disk.img")
+	if err := makeDisk(disk, spec.Resources.DiskMB, vmmUID, vmmUID); err != nil {
+		return undo(setupErr("writable disk", err))
+	}
+	if cg, err = d.cgroups.New(d.cfg.CgroupParent, id); err != nil {
+		return undo(setupErr("cgroup", err))
+	}
+	guestMB := spec.Resources.MemoryMB + guestOverheadMB
+	// The VM boots at full speed (under TCG a boot at half a CPU takes many seconds); the CPU
+	// quota, the sandbox's, applies once it is ready.
+	limits := cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: (guestMB + vmmOverheadMB) << 20, Pids: vmmTasks}
+	boot := limits
+	boot.CPU = 0
+	if err := cg.Set(boot); err != nil {
+		return undo(setupErr("cgroup limits", err))
+	}
+	con, err := os.OpenFile(console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return undo(setupErr("console", err))
+	}
+	defer con.Close()
+	hostEnd, vmEnd, err := streamPair()
+	if err != nil {
+		return undo(setupErr("serial port", err))
+	}
+	defer vmEnd.Close()
+	networked := spec.Network.EgressPolicy != sandbox.EgressNone
+	var gw *egress.Gateway
+	if networked {
+		if gw, err = d.cfg.Network.Attach(id, spec.Network, spec.Resources.NetworkMbps); err != nil {
+			return undo(err)
+		}
+		// From here the sandbox's Destroy closes it; before Launch, undo does.
+		undoGW := undo
+		undo = func(err error) (driver.Sandbox, error) {
+			_ = gw.Close()
+			return undoGW(err)
+		}
+		plan.HostNet = true
+	}
+	vcpus := int(spec.Resources.CPU)
+	if float64(vcpus) < float64(spec.Resources.CPU) {
+		vcpus++
+	}
+	pids := spec.Resources.MaxProcesses + guest.InitTasks
+	cfg := VMConfig{
+		Kernel: d.kernel.vmlinux, Initrd: bs.initrd, Accel: bs.accel,
+		VCPUs: max(vcpus, 1), MemoryMB: guestMB,
+		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0, len(writable) > 0, networked),
+		Disk:    disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
+		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
+	}
+	ks := &kernelStats{paused: &atomic.Bool{}}
+	t0 := time.Now()
+	if gw != nil {
+		cfg.Network = gw.Link.Run
+	}
+	s, err := d.rt.Launch(ctx, id, spec, gw, host.Launcher{
+		Start: func(ctx context.Context, ctl *os.File) (int, error) {
+			vm, err := d.vmm.Start(ctx, cfg)
+			if err != nil {
+				hostEnd.Close()
+				return 0, err
+			}
+			v = vm
+			if link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
+				return 0, err
+			}
+			ks.link = link
+			go d.logBoot(id, link, t0)
+			return vm.Pid(), nil
+		},
+		Wait:          func() { _ = v.Wait() },
+		Config:        plan,
+		Cgroup:        cg,
+		PidsLimit:     pids,
+		TerminalRelay: true,
+		// Under TCG a fork bomb can starve the guest's init for seconds.
+		KillGrace: 15 * time.Second,
+		Root:      dir,
+		Layer:     dir,
+		UIDs:      uids,
+		Kernel:    ks.read,
+		Pause: func(ctx context.Context) error {
+			if err := v.Pause(ctx); err != nil {
+				return err
+			}
+			ks.paused.Store(true)
+			return nil
+		},
+		Resume: func(ctx context.Context) error {
+			if err := v.Resume(ctx); err != nil {
+				return err
+			}
+			ks.paused.Store(false)
+			return nil
+		},
+		Seed: seed,
+		Snapshot: func(ctx context.Context, w io.Writer, _ string, paused bool) (bool, error) {
+			// The agent reads the layer in the guest, with the sandbox frozen: a paused VM
+			// runs again for that, its sandbox's processes frozen, and is paused after.
+			if paused {
+				if err := v.Resume(ctx); err != nil {
+					return false, err
+				}
+				defer func() { _ = v.Pause(context.WithoutCancel(ctx)) }()
+			}
+			return false, link.CallStream(ctx, "layer", w)
+		},
+		// The guest kernel counts a command's CPU time by its own clock, which does not see
+		// the host throttling the VMM: an exec's CPU time is capped by the VMM cgroup's use.
+		CgroupCPU: true,
+		Teardown:  teardown,
+		Gone:      gone,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w%s", err, consoleTail(console))
+	}
+	if err := cg.Set(limits); err != nil {
+		driver.Discard(context.Background(), d.log, s)
+		return nil, setupErr("cgroup CPU limit", err)
+	}
+	return &Sandbox{hs: s, link: link}, nil
+}
+
+// kernelStats reads the guest kernel's counters of the sandbox (host.Launcher.Kernel); a paused
+// VM's are the last ones read.
+type kernelStats struct {
+	link   *vmlink.Host
+	paused *atomic.Bool
+
+	mu   sync.Mutex // guards last
+	last host.KernelStats
+}
+
+func (k *kernelStats) read(ctx context.Context) (host.KernelStats, error) {
+	if k.paused.Load() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.last, nil
+	}
+	if k.link == nil {
+		return host.KernelStats{}, errors.New("no link to the guest")
+	}
+	var st vmlink.Stats
+	if err := k.link.Call(ctx, "stats", nil, &st); err != nil {
+		return host.KernelStats{}, err
+	}
+	out := host.KernelStats{OOMKills: st.OOMKills, PidsHits: st.PidsHits, Pids: st.Pids, PidsLimit: st.PidsMax,
+		MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak, MemoryLimitBytes: st.MemoryMax,
+		DiskUsedBytes: st.DiskUsed, DiskLimitBytes: st.DiskTotal, DiskFull: st.DiskFull}
+	k.mu.Lock()
+	k.last = out
+	k.mu.Unlock()
+	return out, nil
+}
+
+// logBoot logs the guest agent's hello.
+func (d *Driver) logBoot(id string, link *vmlink.Host, t0 time.Time) {
+	select {
+	case h := <-link.Hello():
+		d.log.Debug("guest up", "sandbox", id, "kernel", h.Kernel, "guestUptimeMs", h.BootMs, "phases", h.Phases, "sinceStart", time.Since(t0), "err", h.Error)
+	case <-link.Done():
+	}
+}
+
+// consoleTail is the end of a VM's console, for an error: what the guest said before it failed.
+func consoleTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return "; the guest's console: " + string(bytes.TrimSpace(b))
+}
+
+// Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer
+// (the host does not reach the guest's files: no FileRooter, Layerer or Snapshotter yet).
+type Sandbox struct {
+	hs   *host.Sandbox
+	link *vmlink.Host
+}
+
+var (
+	_ driver.Sandbox     = (*Sandbox)(nil)
+	_ driver.Snapshotter = (*Sandbox)(nil)
+	_ driver.Watcher     = (*Sandbox)(nil)
+	_ driver.Pauser      = (*Sandbox)(nil)
+	_ driver.Statser     = (*Sandbox)(nil)
+	_ driver.Claimer     = (*Sandbox)(nil)
+)
+
+// ID implements driver.Sandbox.
+func (s *Sandbox) ID() string { return s.hs.ID() }
+
+// Exec implements driver.Sandbox.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return s.hs.Exec(ctx, req)
+}
+
+// Destroy implements driver.Sandbox: the VMM is killed, its files and cgroup removed.
+func (s *Sandbox) Destroy(ctx context.Context) error { return s.hs.Destroy(ctx) }
+
+// Done implements driver.Watcher: closed when the VM is gone (or its init).
+func (s *Sandbox) Done() <-chan struct{} { return s.hs.Done() }
+
+// Pause implements driver.Pauser: the VM's vCPUs and clocks are stopped (QMP stop), so its
+// processes use no CPU and are not charged the pause.
+func (s *Sandbox) Pause(ctx context.Context) error { return s.hs.Pause(ctx) }
+
+// Resume implements driver.Pauser.
+func (s *Sandbox) Resume(ctx context.Context) error { return s.hs.Resume(ctx) }
+
+// Usage implements driver.Statser: CPU is the VMM's; memory, processes and disk the guest
+// kernel's counts of the sandbox.
+func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) { return s.hs.Usage(ctx) }
+
+// Snapshot implements driver.Snapshotter: the writable layer, as a tar stream the guest agent
+// writes with the sandbox's cgroup frozen. Memory is not saved (yet).
+func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, error) {
+	return s.hs.Snapshot(ctx, w, "")
+}
+
+// SavesMemory implements driver.Snapshotter.
+func (s *Sandbox) SavesMemory() bool { return false }
+
+// Claim implements driver.Claimer.
+func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }
+
+// VMMPid is the VMM's pid on the host.
+func (s *Sandbox) VMMPid() int { return s.hs.InitPid() }

@@ -1,0 +1,65 @@
+package microvm
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+
+	"github.com/airlockrun/airlock/internal/cgroups"
+)
+
+// Settings is the "microvm" section of airlock's configuration file, as an operator writes it;
+// package levels places it in the file and turns it into a Config. Validate's errors begin with
+// the field's path inside the section.
+type Settings struct {
+	// QEMU is the VMM's binary; empty means qemu-system-x86_64 in PATH.
+	QEMU string `json:"qemu"`
+	// KernelDir holds the guest kernel (vmlinux), its modules and manifest.json, as `make deps`
+	// installs them (scripts/microvm/fetch-kernel.sh). Default /usr/local/lib/airlock/microvm.
+	KernelDir string `json:"kernelDir"`
+	// Accelerator is kvm, tcg, or auto (default): KVM when a trial boot under it succeeds (once,
+	// at the first sandbox; the verdict is kept in the state directory), QEMU's software CPU
+	// otherwise.
+	Accelerator string `json:"accelerator"`
+	// CgroupParent is where the level makes each VMM's cgroup. Default "airlock-microvm".
+	CgroupParent string `json:"cgroupParent"`
+}
+
+// DefaultSettings returns the section's defaults.
+func DefaultSettings() Settings {
+	d := DefaultConfig()
+	return Settings{KernelDir: d.KernelDir, Accelerator: d.Accelerator, CgroupParent: d.CgroupParent}
+}
+
+// Validate checks the section.
+func (s Settings) Validate() error {
+	switch s.Accelerator {
+	case AccelAuto, AccelKVM, AccelTCG:
+	default:
+		return fmt.Errorf("accelerator must be auto, kvm or tcg (got %q)", s.Accelerator)
+	}
+	if !filepath.IsAbs(s.KernelDir) {
+		return fmt.Errorf("kernelDir %q must be an absolute path", s.KernelDir)
+	}
+	if err := cgroups.ValidParent(s.CgroupParent); err != nil {
+		return fmt.Errorf("cgroupParent %q must be a relative cgroup path: %w", s.CgroupParent, err)
+	}
+	return nil
+}
+
+// Config returns the level's configuration for the airlock named instance (its network is
+// attached by package levels).
+func (s Settings) Config(instance string) Config {
+	c := DefaultConfig()
+	c.QEMU, c.KernelDir, c.Accelerator = s.QEMU, s.KernelDir, s.Accelerator
+	c.CgroupParent = path.Join(s.CgroupParent, instance)
+	c.StateDir = StateDirOf(instance)
+	return c
+}
+
+// StateDirOf is where the microvm level of the airlock named instance keeps its VMs' disks,
+// shares and consoles, its initramfs and its accelerator verdict: under /run/airlock, one
+// directory per instance.
+func StateDirOf(instance string) string {
+	return filepath.Join("/run/airlock/microvm", instance)
+}

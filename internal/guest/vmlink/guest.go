@@ -1,0 +1,270 @@
+package vmlink
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/guest"
+)
+
+// drainWait bounds how long an exec's exit waits for its output to leave the guest.
+const drainWait = 2 * time.Second
+
+// Guest is the guest agent's end of a link: it bridges the VM's serial port to the agent's end
+// of init's control socket pair, turning each stream the host opens into a pipe (or a socket
+// pair) whose other end init gets in place of the host's descriptor.
+type Guest struct {
+	m   *mux
+	ctl int // the agent's end of init's control socket
+
+	// Rewrite, when set, may change a packet for init before it is sent, and add descriptors
+	// (the guest agent gives init's configuration its mount sources).
+	Rewrite func(b []byte, fds []int) ([]byte, []int, error)
+	// Handle answers the host's calls.
+	Handle func(kind string, body json.RawMessage) (any, error)
+
+	toInit chan outPacket // packets for init, in order, written by one goroutine
+
+	mu        sync.Mutex           // guards execs and partsLeft
+	execs     map[string][]*stream // the output streams of each running exec
+	partsLeft int                  // bytes of a message in parts still to come (not JSON)
+}
+
+type outPacket struct {
+	b   []byte
+	fds []int
+}
+
+// NewGuest makes the guest's end over link (the serial port) and ctl (the agent's end of init's
+// control socket pair); it owns both. Set Rewrite and Handle, then Run.
+func NewGuest(link io.ReadWriteCloser, ctl *os.File) (*Guest, error) {
+	fd, err := unix.Dup(int(ctl.Fd()))
+	ctl.Close()
+	if err != nil {
+		link.Close()
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	g := &Guest{m: newMux(link, 2), ctl: fd, toInit: make(chan outPacket, 256), execs: map[string][]*stream{}}
+	g.m.handle = g.frame
+	return g, nil
+}
+
+// Hello tells the host the agent is up.
+func (g *Guest) Hello(h Hello) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return g.m.fw.write(fHello, 0, b)
+}
+
+// Run bridges until either side ends: the host (the serial port closed) or init (its control
+// socket closed, init exited).
+func (g *Guest) Run() {
+	go g.writeInit()
+	go g.readInit()
+	go func() {
+		<-g.m.done
+		_ = unix.Shutdown(g.ctl, unix.SHUT_RDWR)
+	}()
+	g.m.run()
+}
+
+// Close ends the link.
+func (g *Guest) Close() { g.m.close() }
+
+// SendStream opens stream id, which the host made for a call's answer (CallStream): what is
+// written to the writer goes to the host until it is closed.
+func (g *Guest) SendStream(id uint32) (io.WriteCloser, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, err
+	}
+	g.m.open(id, fileOf(p[0], "airlock-vmlink"), true, false).start()
+	return os.NewFile(uintptr(p[1]), "airlock-vmlink-send"), nil
+}
+
+func (g *Guest) frame(typ byte, id uint32, p []byte) {
+	switch typ {
+	case fPacket:
+		g.packet(p)
+	case fCall:
+		go g.call(id, append([]byte(nil), p...))
+	}
+}
+
+func (g *Guest) call(id uint32, p []byte) {
+	var r reply
+	var msg callMsg
+	if err := json.Unmarshal(p, &msg); err != nil {
+		r.Error = "malformed call: " + err.Error()
+	} else if g.Handle == nil {
+		r.Error = "no calls are served"
+	} else if out, err := g.Handle(msg.Kind, msg.Body); err != nil {
+		r.Error = err.Error()
+	} else if r.Body, err = json.Marshal(out); err != nil {
+		r.Error = err.Error()
+	}
+	b, _ := json.Marshal(r)
+	_ = g.m.fw.write(fReply, id, b)
+}
+
+// packet turns a host packet's streams into descriptors for init and queues it.
+func (g *Guest) packet(p []byte) {
+	ids, dirs, b, err := decodePacket(p)
+	if err != nil {
+		return
+	}
+	var fds []int
+	var streams []*stream
+	fail := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		for _, s := range streams { // made, never started
+			s.f.Close()
+			g.m.mu.Lock()
+			delete(g.m.streams, s.id)
+			g.m.mu.Unlock()
+		}
+		for _, id := range ids {
+			_ = g.m.fw.write(fStop, id)
+		}
+	}
+	for i, id := range ids {
+		theirs, s, err := g.local(id, dirs[i])
+		if err != nil {
+			fail()
+			return
+		}
+		fds = append(fds, theirs)
+		streams = append(streams, s)
+	}
+	var peek struct {
+		Kind   string `json:"kind"`
+		ID     string `json:"id"`
+		Length int    `json:"length"`
+	}
+	g.mu.Lock()
+	parsed := false
+	if g.partsLeft > 0 {
+		g.partsLeft -= len(b)
+	} else {
+		parsed = json.Unmarshal(b, &peek) == nil
+		if peek.Kind == guest.MsgParts {
+			g.partsLeft = peek.Length
+		}
+		if peek.Kind == guest.MsgExec && len(streams) == 3 {
+			g.execs[peek.ID] = streams[1:]
+		}
+	}
+	g.mu.Unlock()
+	if parsed && g.Rewrite != nil {
+		if b, fds, err = g.Rewrite(b, fds); err != nil {
+			fail()
+			// The host hears it as init's own setup error would come.
+			msg, _ := json.Marshal(&guest.Message{Kind: guest.MsgError, ID: peek.ID, Error: "guest agent: " + err.Error()})
+			_ = g.m.fw.write(fPacket, 0, encodePacket(nil, nil, msg)...)
+			return
+		}
+	}
+	for _, s := range streams {
+		s.start()
+	}
+	g.toInit <- outPacket{b: append([]byte(nil), b...), fds: fds}
+}
+
+// local makes the guest's side of stream id: a pipe or a socket pair, one end for the agent to
+// pump, the other (returned) for init.
+func (g *Guest) local(id uint32, dir Direction) (int, *stream, error) {
+	if dir == Both {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return -1, nil, err
+		}
+		return fds[1], g.m.open(id, fileOf(fds[0], "airlock-vmlink"), true, true), nil
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, nil, err
+	}
+	if dir == ToPeer { // the host sends: init reads
+		return p[0], g.m.open(id, fileOf(p[1], "airlock-vmlink"), false, true), nil
+	}
+	return p[1], g.m.open(id, fileOf(p[0], "airlock-vmlink"), true, false), nil
+}
+
+// writeInit sends the host's packets to init, in order.
+func (g *Guest) writeInit() {
+	for {
+		select {
+		case p := <-g.toInit:
+			var oob []byte
+			if len(p.fds) > 0 {
+				oob = unix.UnixRights(p.fds...)
+			}
+			for {
+				if err := unix.Sendmsg(g.ctl, p.b, oob, nil, 0); err != unix.EINTR {
+					break
+				}
+			}
+			for _, fd := range p.fds {
+				unix.Close(fd)
+			}
+		case <-g.m.done:
+			return
+		}
+	}
+}
+
+// readInit sends init's packets to the host. An exec's exit waits for its output to have left
+// first (drainWait at most), so the host has all of it when it hears the exit.
+func (g *Guest) readInit() {
+	defer g.m.close()
+	buf := make([]byte, guest.MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*guest.MaxRecvFds))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(g.ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		if oobn > 0 {
+			// Init sends descriptors only to a host that can hold them (a terminal's master
+			// without a relay, the layer): none of those crosses a link.
+			if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for _, cm := range cmsgs {
+					if fds, err := unix.ParseUnixRights(&cm); err == nil {
+						for _, fd := range fds {
+							unix.Close(fd)
+						}
+					}
+				}
+			}
+		}
+		var peek struct {
+			Kind string `json:"kind"`
+			ID   string `json:"id"`
+		}
+		if json.Unmarshal(buf[:n], &peek) == nil && (peek.Kind == guest.MsgExited || peek.Kind == guest.MsgError) && peek.ID != "" {
+			g.mu.Lock()
+			outs := g.execs[peek.ID]
+			delete(g.execs, peek.ID)
+			g.mu.Unlock()
+			for _, s := range outs {
+				s.drained(drainWait)
+			}
+		}
+		if err := g.m.fw.write(fPacket, 0, encodePacket(nil, nil, buf[:n])...); err != nil {
+			return
+		}
+	}
+}

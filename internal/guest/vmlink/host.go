@@ -1,0 +1,252 @@
+package vmlink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/guest"
+)
+
+// Host is the host's end of a link: it bridges init's end of a control socket pair (the one
+// guest/host's Launch hands a level to start init with) to the VM's serial port.
+type Host struct {
+	m   *mux
+	ctl int // init's end of the control socket pair: what the host side of init talks to
+
+	mu    sync.Mutex // guards calls and callID
+	calls map[uint32]chan reply
+	id    uint32
+
+	hello chan Hello
+}
+
+// NewHost bridges ctl, init's end of a SOCK_SEQPACKET control socket pair, to link, the byte
+// stream of the VM's serial port; it owns both from then on. It returns at once.
+func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
+	fd, err := unix.Dup(int(ctl.Fd()))
+	ctl.Close()
+	if err != nil {
+		link.Close()
+		return nil, fmt.Errorf("vm link: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	h := &Host{m: newMux(link, 1), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1)}
+	h.m.handle = h.frame
+	go h.m.run()
+	go h.readControl()
+	go func() {
+		<-h.m.done
+		// Wakes readControl, and tells the host side of init that init is gone.
+		_ = unix.Shutdown(h.ctl, unix.SHUT_RDWR)
+		h.mu.Lock()
+		for id, ch := range h.calls {
+			close(ch)
+			delete(h.calls, id)
+		}
+		h.mu.Unlock()
+	}()
+	return h, nil
+}
+
+// Hello delivers the guest agent's hello once it booted.
+func (h *Host) Hello() <-chan Hello { return h.hello }
+
+// Done is closed when the link has ended (the VM is gone, or Close).
+func (h *Host) Done() <-chan struct{} { return h.m.done }
+
+// Close ends the link.
+func (h *Host) Close() { h.m.close() }
+
+// Call asks the guest agent kind (with body, when not nil) and decodes its answer into out.
+func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
+	msg := callMsg{Kind: kind}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		msg.Body = b
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	ch := make(chan reply, 1)
+	h.mu.Lock()
+	h.id++
+	id := h.id
+	h.calls[id] = ch
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.calls, id)
+		h.mu.Unlock()
+	}()
+	if err := h.m.fw.write(fCall, id, b); err != nil {
+		return err
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return ErrClosed
+		}
+		if r.Error != "" {
+			return errors.New(r.Error)
+		}
+		if out != nil {
+			return json.Unmarshal(r.Body, out)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.m.done:
+		return ErrClosed
+	}
+}
+
+// StreamBody is the body of a call that answers with a stream (CallStream): the stream's id, and
+// the call's own body.
+type StreamBody struct {
+	Stream uint32          `json:"stream"`
+	Body   json.RawMessage `json:"body,omitempty"`
+}
+
+// CallStream asks the guest agent kind, which writes its answer as a stream of bytes: they are
+// copied to w. It returns once the answer and all of the stream arrived.
+func (h *Host) CallStream(ctx context.Context, kind string, w io.Writer) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	s := h.m.open(0, pw, false, true)
+	s.start()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(w, pr)
+		pr.Close() // a copy cut short leaves the stream writing to a closed pipe: it stops
+		copied <- err
+	}()
+	if err := h.Call(ctx, kind, StreamBody{Stream: s.id}, nil); err != nil {
+		pr.Close()
+		return errors.Join(err, <-copied)
+	}
+	select {
+	case err := <-copied:
+		return err
+	case <-ctx.Done():
+		pr.Close()
+		return errors.Join(ctx.Err(), <-copied)
+	}
+}
+
+func (h *Host) frame(typ byte, id uint32, p []byte) {
+	switch typ {
+	case fPacket:
+		ids, _, b, err := decodePacket(p)
+		if err != nil {
+			return
+		}
+		for _, sid := range ids {
+			// The guest sends the host no descriptors (terminals are relayed): refuse them.
+			_ = h.m.fw.write(fStop, sid)
+		}
+		// A send fails only when the host side is gone, which the control reader sees.
+		_ = unix.Sendmsg(h.ctl, b, nil, nil, 0)
+	case fReply:
+		var r reply
+		if err := json.Unmarshal(p, &r); err != nil {
+			r.Error = "malformed reply: " + err.Error()
+		}
+		h.mu.Lock()
+		ch := h.calls[id]
+		h.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	case fHello:
+		var hello Hello
+		if err := json.Unmarshal(p, &hello); err != nil {
+			hello.Error = "malformed hello: " + err.Error()
+		}
+		select {
+		case h.hello <- hello:
+		default:
+		}
+	}
+}
+
+// readControl forwards the host side's packets to the guest, each descriptor as a stream.
+func (h *Host) readControl() {
+	defer h.m.close()
+	defer unix.Close(h.ctl)
+	buf := make([]byte, guest.MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*guest.MaxFds))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(h.ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return // the host side closed its end: the sandbox is being destroyed
+		}
+		var fds []int
+		if oobn > 0 {
+			if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for _, cm := range cmsgs {
+					if f, err := unix.ParseUnixRights(&cm); err == nil {
+						fds = append(fds, f...)
+					}
+				}
+			}
+		}
+		if err := h.forward(buf[:n], fds); err != nil {
+			return
+		}
+	}
+}
+
+// forward sends one packet with its descriptors as new streams. An exec's three are its stdin
+// (sent) and its outputs (received); any other descriptor goes the way its access mode says.
+func (h *Host) forward(b []byte, fds []int) error {
+	var peek struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(b, &peek) // a part of a long message is no JSON: its kind is ""
+	ids := make([]uint32, len(fds))
+	dirs := make([]Direction, len(fds))
+	streams := make([]*stream, len(fds))
+	for i, fd := range fds {
+		dir := Both
+		switch {
+		case peek.Kind == guest.MsgExec && len(fds) == 3 && i == 0:
+			dir = ToPeer
+		case peek.Kind == guest.MsgExec && len(fds) == 3:
+			dir = FromPeer
+		default:
+			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+				switch fl & unix.O_ACCMODE {
+				case unix.O_RDONLY:
+					dir = ToPeer
+				case unix.O_WRONLY:
+					dir = FromPeer
+				}
+			}
+		}
+		s := h.m.open(0, fileOf(fd, "airlock-vmlink"), dir != FromPeer, dir != ToPeer)
+		ids[i], dirs[i], streams[i] = s.id, dir, s
+	}
+	if err := h.m.fw.write(fPacket, 0, encodePacket(ids, dirs, b)...); err != nil {
+		return err
+	}
+	for _, s := range streams {
+		s.start()
+	}
+	return nil
+}

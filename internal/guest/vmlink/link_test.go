@@ -1,0 +1,132 @@
+package vmlink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockrun/airlock/internal/guest"
+)
+
+// pair is a connected SOCK_SEQPACKET pair: the host side's end and init's.
+func pair(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+}
+
+// streamPair is a connected SOCK_STREAM pair: the two ends of the "serial port".
+func streamPair(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(fds[0]), "serial-host"), os.NewFile(uintptr(fds[1]), "serial-guest")
+}
+
+// TestExecThroughLink sends an exec with its three descriptors across a link to a fake init,
+// which echoes stdin to stdout upper-cased, writes 1 MiB to stderr, and exits: the host sees
+// every byte before the exit, and EOF on both outputs.
+func TestExecThroughLink(t *testing.T) {
+	hostSide, initEnd := pair(t)
+	agentEnd, initSide := pair(t)
+	hs, gs := streamPair(t)
+	h, err := NewHost(hs, initEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	g, err := NewGuest(gs, agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Handle = func(kind string, _ json.RawMessage) (any, error) { return Stats{Pids: 7}, nil }
+	go g.Run()
+	if err := g.Hello(Hello{Kernel: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case hello := <-h.Hello():
+		if hello.Kernel != "test" {
+			t.Fatalf("hello %+v", hello)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no hello")
+	}
+	var st Stats
+	if err := h.Call(context.Background(), "stats", nil, &st); err != nil || st.Pids != 7 {
+		t.Fatalf("call: %+v %v", st, err)
+	}
+
+	// The fake init.
+	go func() {
+		defer initSide.Close()
+		fd := int(initSide.Fd())
+		buf := make([]byte, 1<<16)
+		oob := make([]byte, unix.CmsgSpace(4*3))
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+		if err != nil {
+			t.Errorf("fake init: %v", err)
+			return
+		}
+		m, fds, err := guest.Decode(buf[:n], oob[:oobn], 0)
+		if err != nil || m.Kind != guest.MsgExec || len(fds) != 3 {
+			t.Errorf("fake init got %+v %v %v", m, fds, err)
+			return
+		}
+		in, out, errf := os.NewFile(uintptr(fds[0]), "in"), os.NewFile(uintptr(fds[1]), "out"), os.NewFile(uintptr(fds[2]), "err")
+		data, _ := io.ReadAll(in)
+		_, _ = out.Write(bytes.ToUpper(data))
+		_, _ = errf.Write(bytes.Repeat([]byte("e"), 1<<20))
+		in.Close()
+		out.Close()
+		errf.Close()
+		b, _, _ := guest.Encode(&guest.Message{Kind: guest.MsgExited, ID: m.ID}, nil)
+		_ = unix.Sendmsg(fd, b, nil, nil, 0)
+	}()
+
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	b, oob, _ := guest.Encode(&guest.Message{Kind: guest.MsgExec, ID: "x1"}, []int{int(inR.Fd()), int(outW.Fd()), int(errW.Fd())})
+	if err := unix.Sendmsg(int(hostSide.Fd()), b, oob, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	go func() {
+		_, _ = inW.WriteString(strings.Repeat("hello ", 50000))
+		inW.Close()
+	}()
+	outC, errC := make(chan []byte), make(chan []byte)
+	go func() { b, _ := io.ReadAll(outR); outC <- b }()
+	go func() { b, _ := io.ReadAll(errR); errC <- b }()
+	got := <-outC
+	if want := strings.Repeat("HELLO ", 50000); string(got) != want {
+		t.Fatalf("stdout: %d bytes, want %d", len(got), len(want))
+	}
+	if e := <-errC; len(e) != 1<<20 {
+		t.Fatalf("stderr: %d bytes", len(e))
+	}
+	rb := make([]byte, 4096)
+	n, err := hostSide.Read(rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := guest.Decode(rb[:n], nil, 0)
+	if err != nil || m.Kind != guest.MsgExited || m.ID != "x1" {
+		t.Fatalf("got %+v %v", m, err)
+	}
+}

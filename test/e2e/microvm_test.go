@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/client"
+	"github.com/airlockrun/airlock/internal/driver/microvm"
+	"github.com/airlockrun/airlock/internal/testutil"
+	"github.com/airlockrun/airlock/internal/uidalloc"
+)
+
+// microvmLeaks lists what the microvm level of the airlock on dataDir left on the host: VM
+// directories, VMM cgroups, uid ranges, and QEMU processes of its VMs.
+func microvmLeaks(dataDir string) []string {
+	var out []string
+	instance := uidalloc.InstanceOf(dataDir)
+	vms := filepath.Join(microvm.StateDirOf(instance), "vms")
+	ents, _ := os.ReadDir(vms)
+	for _, e := range ents {
+		out = append(out, "VM directory "+e.Name())
+	}
+	for cg := range instanceCgroups("airlock-microvm", instance) {
+		out = append(out, cg)
+	}
+	for _, r := range uidalloc.Records(uidalloc.DefaultDir, func(r uidalloc.Record) bool {
+		return r.Instance == instance && r.Level == api.LevelMicroVM
+	}) {
+		out = append(out, fmt.Sprintf("uid range %v of %s", r.Range, r.Sandbox))
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if c, _ := os.ReadFile(p); strings.HasPrefix(string(c), "qemu-system") && strings.Contains(string(c), vms+"/") {
+			out = append(out, "process "+strings.ReplaceAll(string(c), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// TestMicroVMLevel drives a microvm sandbox through the daemon: create, exec in its own kernel,
+// a snapshot restored in place, terminate with nothing left; then a kill -9 of the daemon with a
+// VM live, and a restart that marks it failed and removes every trace (the VMM dies with the
+// daemon: its parent-death signal).
+func TestMicroVMLevel(t *testing.T) {
+	testutil.RequiresRoot(t, "it makes VMs")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	key := newKey(t, dataDir, "t1")
+	d := startDaemon(t, dataDir)
+	c := d.client(key)
+	spec := smallSpec()
+	spec.Isolation = api.LevelMicroVM
+	sb, err := c.Create(bg(), spec)
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Code == api.CodeIsolationUnavailable {
+		t.Skipf("the microvm level is unavailable here: %s", ce.Message)
+	}
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	if got := strings.TrimSpace(shOK(t, c, sb.ID, "uname -r; echo kept > /workspace/f")); got == strings.TrimSpace(string(host)) {
+		t.Fatalf("the VM runs the host's kernel %s", got)
+	}
+	snap, err := c.Snapshot(bg(), sb.ID, api.SnapshotRequest{})
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	shOK(t, c, sb.ID, "rm /workspace/f")
+	if _, err := c.Restore(bg(), sb.ID, snap.ID); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if got := strings.TrimSpace(shOK(t, c, sb.ID, "cat /workspace/f")); got != "kept" {
+		t.Fatalf("restored file: %q", got)
+	}
+	if _, err := c.Terminate(bg(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitNoMicroVMLeaks(t, dataDir)
+
+	sb, err = c.Create(bg(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill9()
+	d = startDaemon(t, dataDir)
+	c = d.client(key)
+	got, err := c.Get(bg(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "failed" && got.Status != "terminated" {
+		t.Fatalf("after restart: status %s, want failed", got.Status)
+	}
+	waitNoMicroVMLeaks(t, dataDir)
+}
+
+func waitNoMicroVMLeaks(t *testing.T, dataDir string) {
+	t.Helper()
+	var leaks []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if leaks = microvmLeaks(dataDir); len(leaks) == 0 {
+			return
+		}
+	}
+	t.Fatalf("microvm level left behind: %s", strings.Join(leaks, "; "))
+}
