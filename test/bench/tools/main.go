@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -82,7 +83,12 @@ func main() {
 	n := flag.Int("n", 300, "measured rounds")
 	warmup := flag.Int("warmup", 30, "rounds run first and not measured")
 	jsonPath := flag.String("json", "", "also write the results as JSON to this file")
+	local := flag.Bool("local-server", false, "run as the benchmark's local server (internal)")
 	flag.Parse()
+	if *local {
+		serveLocal()
+		return
+	}
 	rep, err := run(*bin, *n, *warmup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tools benchmark:", err)
@@ -115,29 +121,86 @@ func config(serverURL string) string {
  }}`
 }
 
-// newConns counts the connections the local server accepted: a handful means the direct client
-// and the daemon both kept theirs alive.
-var newConns atomic.Int64
+// startLocalServer starts this binary as the local server and returns its URL, a function that
+// asks it how many connections it accepted (a handful: the direct client and the daemon both kept
+// theirs alive), and a stop.
+func startLocalServer() (url string, conns func() int64, stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cmd := exec.Command(self, "-local-server")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, nil, err
+	}
+	stop = func() {
+		in.Close()     // the server ends when its stdin does
+		_ = cmd.Wait() // its exit changes no figure
+	}
+	var addr string
+	if _, err := fmt.Fscanln(out, &addr); err != nil {
+		stop()
+		return "", nil, nil, fmt.Errorf("the local server: %w", err)
+	}
+	url = "http://" + addr
+	conns = func() int64 {
+		resp, err := http.Get(url + "/conns")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var n int64
+		_, _ = fmt.Fscan(resp.Body, &n) // -1 stays when unreadable
+		return n
+	}
+	return url, conns, stop, nil
+}
+
+// serveLocal is the local server's process: it answers /echo with a small JSON object (as a
+// tool's API would) and /conns with how many connections it accepted, until stdin ends.
+func serveLocal() {
+	var accepted atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "local server:", err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"q":%q,"answer":"local"}`, r.URL.Query().Get("q"))
+	})
+	mux.HandleFunc("/conns", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, accepted.Load()) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			accepted.Add(1)
+		}
+	}}
+	go func() { _ = srv.Serve(ln) }() // ends with the process
+	fmt.Println(ln.Addr().String())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
 
 func run(bin string, n, warmup int) (report, error) {
 	rep := report{Rounds: n, Warmup: warmup}
 	ctx := context.Background()
 	// The local server: a small answer, as a tool's API would give.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The local server is a process of its own (this binary with -local-server), as a tool's
+	// API would be: the direct call and the daemon's both cross to it from another process.
+	serverURL, conns, stopServer, err := startLocalServer()
 	if err != nil {
 		return rep, err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"q":%q,"answer":"local"}`, r.URL.Query().Get("q"))
-	}), ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			newConns.Add(1)
-		}
-	}}
-	go func() { _ = srv.Serve(ln) }() // ends with Close below
-	defer srv.Close()
-	serverURL := "http://" + ln.Addr().String()
+	defer stopServer()
 
 	dir, err := os.MkdirTemp("", "airlock-bench-tools-")
 	if err != nil {
@@ -222,7 +285,7 @@ func run(bin string, n, warmup int) (report, error) {
 		rep.Results = append(rep.Results, result{Name: r.Name, Summary: stats.Summarize(samples[i])})
 	}
 	rep.AddedP50Ms = rep.Results[1].Summary.P50 - rep.Results[0].Summary.P50
-	rep.ServerConns = newConns.Load()
+	rep.ServerConns = conns()
 	if mean, err := inDaemon(c.BaseURL()); err == nil {
 		rep.InDaemonMeanMs = mean
 	} else {
@@ -299,5 +362,5 @@ func printReport(w io.Writer, rep report) {
 		fmt.Fprintf(w, "  inside the daemon's gateway, mean (its airlock_tool_call_seconds, the upstream request included): %.3f ms\n", rep.InDaemonMeanMs)
 	}
 	fmt.Fprintf(w, "run_code on a warm pool / exec, p50: %.2f× (target ≤ %.1f×: %s)\n", rep.RatioP50, targetRatio, verdict(rep.RatioP50 <= targetRatio))
-	fmt.Fprintf(w, "(%d rounds after %d warm-up; each round runs every runner once, in a random order; the local server accepted %d connections)\n", rep.Rounds, rep.Warmup, rep.ServerConns)
+	fmt.Fprintf(w, "(%d rounds after %d warm-up; each round runs every runner once, in a random order; the local server, a process of its own, accepted %d connections)\n", rep.Rounds, rep.Warmup, rep.ServerConns)
 }
