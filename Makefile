@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -92,10 +92,17 @@ bench: deps build sdk
 	$(GO) run ./test/bench/snapshot -airlock $(BIN)
 	$(GO) run ./test/bench/audit -airlock $(BIN)
 	$(GO) run ./test/bench/wasm -airlock $(BIN)
+	$(GO) run ./test/bench/tools -airlock $(BIN)
 
 # The exec round trip through the TypeScript and Python SDKs beside the Go SDK and curl.
 bench-sdk: deps build sdk
 	$(GO) run ./test/bench/sdk -airlock $(BIN)
+
+# The tool gateway: an http tool's overhead beside a direct request to a local server, and
+# run_code on a warm pool beside the same code through POST .../exec (docs/performance.md).
+bench-tools: deps build
+	$(GO) run ./test/bench/tools -airlock $(BIN)
+	$(GO) test -run '^$$' -bench 'BenchmarkToolCall|BenchmarkCall' -benchtime 3000x ./internal/server ./internal/tools
 
 bench-container: deps build
 	$(GO) run ./test/bench/container -airlock $(BIN)

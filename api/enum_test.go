@@ -29,6 +29,17 @@ func TestEnums(t *testing.T) {
 		{CompatSandbox{}, "Status", []string{StatusProvisioning, StatusReady, StatusRunning, CompatStatusDestroyed, CompatStatusError}},
 		{CompatRun{}, "Status", []string{"running", "done", "failed"}},
 		{PoolStatus{}, "Source", []string{"config", "api"}},
+		{Tool{}, "Source", []string{ToolSourceBuiltin, ToolSourceConfig, ToolSourceAPI, ToolSourceMCP}},
+		{Tool{}, "Backend", []string{ToolBackendBuiltin, ToolBackendExec, ToolBackendHTTP, ToolBackendMCP}},
+		{ExecBackend{}, "Stdin", []string{ToolStdinJSON, ToolStdinNone}},
+		{ExecBackend{}, "Output", []string{ToolOutputText, ToolOutputJSON}},
+		{HTTPBackend{}, "Method", []string{"GET", "POST", "PUT", "PATCH", "DELETE"}},
+		{HTTPBackend{}, "Egress", []string{ToolEgressSandbox, ToolEgressDaemon}},
+		{ToolSandbox{}, "Reuse", []string{ReuseCaller, ReuseTool, ReuseCall}},
+		{ToolContent{}, "Type", []string{ContentText, ContentImage, ContentAudio, ContentResource}},
+		{ToolServerInfo{}, "Source", []string{ToolSourceConfig, ToolSourceAPI}},
+		{ToolServerInfo{}, "Transport", []string{TransportStdio, TransportHTTP}},
+		{ToolPolicy{}, "Source", []string{PolicySourceConfig, PolicySourceAdmin, PolicySourceTenant}},
 	} {
 		f, ok := reflect.TypeOf(c.typ).FieldByName(c.field)
 		if !ok {

@@ -13,13 +13,18 @@ type Error struct {
 	// Code is stable and machine-readable: invalid_argument, unauthorized, forbidden, not_found,
 	// conflict, payload_too_large, isolation_unavailable, gpu_unavailable, unavailable, quota_exceeded,
 	// insufficient_storage, internal; and the 403s secret_not_granted, volume_not_granted,
-	// template_not_granted, image_not_allowed.
+	// template_not_granted, image_not_allowed; and a tool call's tool_not_allowed (403),
+	// invalid_arguments (400) and rate_limited (429).
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Field is the JSON path of the offending input field, when one is to blame.
 	Field string `json:"field,omitempty"`
 	// Status is the sandbox's current status, for conflict errors.
 	Status string `json:"status,omitempty"`
+	// Rule is what refused the request, where more than the field says it: the schema keyword an
+	// invalid tool argument broke (pattern, format, x-airlock-path-prefix, ...), or the policy
+	// that refused a tool.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Error codes.
@@ -42,4 +47,10 @@ const (
 	CodeVolumeNotGranted   = "volume_not_granted"
 	CodeTemplateNotGranted = "template_not_granted"
 	CodeImageNotAllowed    = "image_not_allowed"
+	// Refusals of a tool call (docs/tools.md): the caller may not call the tool (403), an
+	// argument breaks the tool's schema (400, field is its JSON pointer, rule the keyword), the
+	// tool's or the policy's rate limit is spent (429 with Retry-After).
+	CodeToolNotAllowed   = "tool_not_allowed"
+	CodeInvalidArguments = "invalid_arguments"
+	CodeRateLimited      = "rate_limited"
 )

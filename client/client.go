@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/airlockrun/airlock/api"
@@ -221,9 +222,10 @@ func decodeData(resp *http.Response, out any) error {
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var env api.Response[json.RawMessage]
+	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 	if json.Unmarshal(b, &env) == nil && env.Error != nil {
 		return &Error{StatusCode: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message,
-			Field: env.Error.Field, Status: env.Error.Status}
+			Field: env.Error.Field, Status: env.Error.Status, Rule: env.Error.Rule, RetryAfter: retry}
 	}
 	msg := strings.TrimSpace(string(b))
 	if len(msg) > 200 {

@@ -16,6 +16,11 @@ type Error struct {
 	Message    string // for a person
 	Field      string // JSON path of the offending input field, e.g. "resources.memoryMb"
 	Status     string // the sandbox's status, for conflicts (e.g. "terminated")
+	// Rule is what refused a tool call beyond the field: the schema keyword an argument broke,
+	// or the policy or rate limit that refused it.
+	Rule string
+	// RetryAfter is the answer's Retry-After in seconds (a 429), or 0.
+	RetryAfter int
 }
 
 func (e *Error) Error() string {
@@ -72,6 +77,10 @@ var sentinelForCode = map[string]error{
 	api.CodeVolumeNotGranted:   ErrForbidden,
 	api.CodeTemplateNotGranted: ErrForbidden,
 	api.CodeImageNotAllowed:    ErrForbidden,
+	// A tool call's refusals.
+	api.CodeToolNotAllowed:   ErrForbidden,
+	api.CodeInvalidArguments: ErrInvalidArgument,
+	api.CodeRateLimited:      ErrQuotaExceeded,
 }
 
 // Is makes errors.Is(err, client.ErrNotFound) and the like work. An unavailable isolation level

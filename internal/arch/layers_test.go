@@ -124,6 +124,12 @@ func TestLayers(t *testing.T) {
 		{"the tests' helpers (testutil) are imported by tests only", func(pkg, dep string) bool {
 			return dep == "internal/testutil"
 		}},
+		{"the MCP server (mcpserve) imports only api and the MCP SDK: the daemon and the CLI each give it their backend", func(pkg, dep string) bool {
+			return pkg == "internal/mcpserve" && dep != "std" && dep != "api" && !strings.HasPrefix(dep, "ext:github.com/modelcontextprotocol/go-sdk/")
+		}},
+		{"the tool gateway (tools) is imported only by the server, the daemon and the tests", func(pkg, dep string) bool {
+			return dep == "internal/tools" && !under(pkg, "internal/server", "internal/daemon", "cmd", "test")
+		}},
 		{"the server is imported only by the daemon, the CLI (serve) and the tests", func(pkg, dep string) bool {
 			return under(dep, "internal/server") && !under(pkg, "internal/server", "internal/daemon", "internal/cli", "cmd", "test")
 		}},

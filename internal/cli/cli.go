@@ -51,6 +51,8 @@ func verbs() []verb {
 		{"templates", "templates [--json]             the root filesystem templates this key may name (create --template)", templatesCmd},
 		{"tenants", "tenants [--json]               quotas and usage: the key's tenant, or every tenant with an admin key", tenantsCmd},
 		{"webhooks", "webhooks [ls | add URL [--event T]... | inspect ID | rm ID... | deliveries ID | test ID]   the tenant's webhooks", webhooksCmd},
+		{"tools", "tools [ls | inspect NAME | call NAME [--arg K=V]... | put FILE | rm NAME... | servers ... | policies ...]   the tool gateway", toolsCmd},
+		{"mcp", "mcp [--agent ID] [--sandbox ID]   an MCP server on stdio serving the daemon's tools (for desktop clients)", mcpCmd},
 		{"console", "console [--open]               the web console's address, with this key (AIRLOCK_TOKEN) in it", consoleCmd},
 		{"audit", "audit verify [--data-dir DIR]  check the audit log's hash chain; names the first bad event", auditCmd},
 		{"doctor", "doctor [--json]                what this host can do, and why not", doctorCmd},

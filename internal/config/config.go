@@ -75,6 +75,9 @@ type Config struct {
 	Webhooks WebhooksConfig `json:"webhooks"`
 	// Audit configures the audit log (internal/audit): every event, hash-chained.
 	Audit AuditConfig `json:"audit"`
+	// Tools configures the tool gateway (docs/tools.md): the operator's tools, upstream MCP
+	// servers and policies, where the built-in tools run, and what each tenant may define.
+	Tools ToolsConfig `json:"tools"`
 	// LogFormat is the daemon's own log: text (default) or json (slog's JSON handler; records
 	// about a sandbox carry its sandbox, tenant and exec IDs as fields).
 	LogFormat string `json:"logFormat"`
@@ -149,6 +152,66 @@ type AuditConfig struct {
 	RetentionDays int `json:"retentionDays"`
 	// MaxEvents removes the oldest events beyond this many (0: no cap).
 	MaxEvents int64 `json:"maxEvents"`
+}
+
+// ToolsConfig configures the tool gateway (docs/tools.md). The zero value serves the built-in
+// tools (run_code, read_file, write_file, list_files, http_fetch) in a sandbox per caller, and
+// lets tenants define tools, servers and policies within the limits' defaults.
+type ToolsConfig struct {
+	// Disabled turns the gateway off: the tool routes and /mcp answer 503.
+	Disabled bool `json:"disabled"`
+	// Tools are the operator's tools, each granted to the tenants it names ("*" for all). They
+	// may use every backend, the daemon's own egress (http.egress daemon) included.
+	Tools []ToolConfig `json:"tools"`
+	// Servers are the operator's upstream MCP servers: a command run in a sandbox of each
+	// tenant that uses it, or a URL that the daemon dials (the operator's alone), with headers
+	// sent to it (never shown).
+	Servers []ToolServerConfig `json:"servers"`
+	// Policies are the operator's tool policies; tenant "*" binds every tenant. Tenants and
+	// admin keys add theirs through the API.
+	Policies []api.ToolPolicy `json:"policies"`
+	// Workspace is where the built-in tools run when a call names no sandbox: a sandbox
+	// (sandboxId of a name), a pool, or a spec, with its reuse (default: a sandbox per caller,
+	// 512 MiB, no network, ended after 10 idle minutes).
+	Workspace *api.ToolSandbox `json:"workspace"`
+	// Builtins turns built-in tools off, or gives one its own sandbox or rate limit, by name.
+	Builtins map[string]BuiltinToolConfig `json:"builtins"`
+	// Limits bound what each tenant defines and what a call returns.
+	Limits ToolLimitsConfig `json:"limits"`
+}
+
+// ToolConfig is one of the operator's tools and the tenants that may call it.
+type ToolConfig struct {
+	api.ToolDefinition
+	Tenants []string `json:"tenants"`
+}
+
+// ToolServerConfig is one of the operator's upstream MCP servers, the tenants that may use it,
+// and, for a URL server, the headers sent with every request (its credentials).
+type ToolServerConfig struct {
+	api.ToolServer
+	Headers map[string]string `json:"headers"`
+	Tenants []string          `json:"tenants"`
+}
+
+// BuiltinToolConfig changes one built-in tool.
+type BuiltinToolConfig struct {
+	Disabled  bool             `json:"disabled"`
+	Sandbox   *api.ToolSandbox `json:"sandbox"`
+	RateLimit string           `json:"rateLimit"`
+}
+
+// ToolLimitsConfig bounds the tool gateway per tenant; zero takes the default.
+type ToolLimitsConfig struct {
+	// MaxToolsPerTenant, MaxServersPerTenant and MaxPoliciesPerTenant cap what one tenant
+	// defines through the API (defaults 64, 8, 64; 429 beyond).
+	MaxToolsPerTenant    int `json:"maxToolsPerTenant"`
+	MaxServersPerTenant  int `json:"maxServersPerTenant"`
+	MaxPoliciesPerTenant int `json:"maxPoliciesPerTenant"`
+	// MaxSchemaBytes caps a tool's input schema as JSON (default 65536; 413 beyond).
+	MaxSchemaBytes int `json:"maxSchemaBytes"`
+	// MaxResultBytes caps a result's text and what read_file and http tools read (default 1 MiB).
+	MaxResultBytes int `json:"maxResultBytes"`
 }
 
 // WebhooksConfig configures webhook deliveries (internal/webhook).
@@ -304,6 +367,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.checkGrants(); err != nil {
 		return err
+	}
+	if l := c.Tools.Limits; l.MaxToolsPerTenant < 0 || l.MaxServersPerTenant < 0 || l.MaxPoliciesPerTenant < 0 || l.MaxSchemaBytes < 0 || l.MaxResultBytes < 0 {
+		return errors.New("config: tools.limits must not be negative")
 	}
 	if w := c.Webhooks; w.MaxAttempts < 1 || w.MaxAttempts > 50 {
 		return fmt.Errorf("config: webhooks.maxAttempts must be between 1 and 50 (got %d)", w.MaxAttempts)

@@ -24,6 +24,7 @@ import (
 	"github.com/airlockrun/airlock/internal/metrics"
 	"github.com/airlockrun/airlock/internal/server"
 	"github.com/airlockrun/airlock/internal/store"
+	"github.com/airlockrun/airlock/internal/tools"
 	"github.com/airlockrun/airlock/internal/webhook"
 )
 
@@ -37,6 +38,7 @@ type Daemon struct {
 	// drivers are closed after the manager, once their sandboxes are gone.
 	drivers *driver.Registry
 	hooks   *webhook.Dispatcher
+	tools   *tools.Gateway // nil when the operator turned it off
 	api     *server.Server
 	srv     *http.Server
 	ln      net.Listener
@@ -121,9 +123,15 @@ func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Log
 	if err := d.m.StartPools(ctx, cfg.Pools); err != nil {
 		return nil, err
 	}
+	if !cfg.Tools.Disabled {
+		if d.tools, err = tools.New(ctx, toolsConfig(cfg.Tools, mx), d.m, d.store, log.With("component", "tools")); err != nil {
+			return nil, err
+		}
+	}
 	read, write := seconds(cfg.Server.ReadTimeoutSeconds), seconds(cfg.Server.WriteTimeoutSeconds)
 	d.api = server.New(server.Config{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxUploadBytes: cfg.Limits.MaxUploadBytes, Version: version, PublicURL: cfg.PublicURL,
-		Metrics: mx.Handler(), Webhooks: d.hooks, Unauthenticated: mx.Unauthenticated, RateLimited: mx.RateLimited, ReadTimeout: read, WriteTimeout: write},
+		Metrics: mx.Handler(), Webhooks: d.hooks, Unauthenticated: mx.Unauthenticated, RateLimited: mx.RateLimited, ReadTimeout: read, WriteTimeout: write,
+		Tools: d.tools},
 		d.m, d.store, drivers, server.Images{Store: images, Err: imagesErr}, log.With("component", "api"))
 	// Every bound holds for a request without a key; the API lifts the read and write timeouts
 	// for a key holder's long work and bounds its progress instead (internal/server/deadlines.go).
@@ -171,6 +179,7 @@ func (d *Daemon) Grace() time.Duration {
 func (d *Daemon) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.Grace())
 	defer cancel()
+	d.api.EndStreams()
 	if err := d.srv.Shutdown(ctx); err != nil {
 		d.log.Warn("requests still in flight after the shutdown grace: their connections are closed", "grace", d.Grace())
 		d.api.CutOff()
@@ -185,6 +194,9 @@ func (d *Daemon) Stop() error {
 }
 
 func (d *Daemon) close() {
+	if d.tools != nil {
+		d.tools.Close() // its upstream servers' execs end before their sandboxes do
+	}
 	if d.m != nil {
 		d.m.Close()
 	}
@@ -243,4 +255,21 @@ func auditConfig(c config.AuditConfig, mx *metrics.Metrics) audit.Config {
 func webhookConfig(c config.WebhooksConfig, mx *metrics.Metrics) webhook.Config {
 	return webhook.Config{AllowPrivateNetworks: c.AllowPrivateNetworks, MaxAttempts: c.MaxAttempts,
 		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, QueueSize: c.QueueSize, OnDelivery: mx.WebhookDelivery}
+}
+
+// toolsConfig is the tool gateway's configuration, its calls counted in the metrics.
+func toolsConfig(c config.ToolsConfig, mx *metrics.Metrics) tools.Config {
+	tc := tools.Config{Policies: c.Policies, Workspace: c.Workspace, Metrics: mx, Builtins: map[string]tools.BuiltinConfig{},
+		Limits: tools.Limits{MaxToolsPerTenant: c.Limits.MaxToolsPerTenant, MaxServersPerTenant: c.Limits.MaxServersPerTenant,
+			MaxPoliciesPerTenant: c.Limits.MaxPoliciesPerTenant, MaxSchemaBytes: c.Limits.MaxSchemaBytes, MaxResultBytes: c.Limits.MaxResultBytes}}
+	for _, t := range c.Tools {
+		tc.Tools = append(tc.Tools, tools.ConfigTool{ToolDefinition: t.ToolDefinition, Tenants: t.Tenants})
+	}
+	for _, s := range c.Servers {
+		tc.Servers = append(tc.Servers, tools.ConfigServer{ToolServer: s.ToolServer, Headers: s.Headers, Tenants: s.Tenants})
+	}
+	for n, b := range c.Builtins {
+		tc.Builtins[n] = tools.BuiltinConfig{Disabled: b.Disabled, Sandbox: b.Sandbox, RateLimit: b.RateLimit}
+	}
+	return tc
 }

@@ -123,6 +123,15 @@ type Networker interface {
 	UpdateNetwork(ctx context.Context, n sandbox.Network) error
 }
 
+// EgressProxier is a sandbox with a network of its own whose egress proxy the daemon can send
+// requests through on the sandbox's behalf (an http tool's, docs/tools.md): they leave as the
+// sandbox's own would, under its policy, with its credentials, recorded as its network events.
+type EgressProxier interface {
+	// EgressProxy is the explicit proxy's URL (http://HOST:PORT), or false for a sandbox
+	// without a network (egress none).
+	EgressProxy() (proxyURL string, ok bool)
+}
+
 // Claimer is a sandbox that can be made ahead of time, in a warm pool, and handed to the create
 // that claims it. Claim gives it that create's spec, whose shape (everything the pool matched on)
 // is the sandbox's own; what may differ takes effect per exec or live: environment, network

@@ -6,6 +6,7 @@ package errdefs
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 var (
@@ -50,9 +51,19 @@ type FieldError struct {
 	// Code, when set, is the API's error code instead of the one Kind maps to (a 403
 	// secret_not_granted is still an ErrPermissionDenied).
 	Code string
+	// Rule, when set, names what refused the value beyond the field (a schema keyword, a
+	// policy): the API's error.rule.
+	Rule string
+	// RetryAfter, when set, is how long until the request may succeed (a 429's Retry-After).
+	RetryAfter time.Duration
 }
 
-func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Message)
+}
 
 // Unwrap makes errors.Is(err, e.Kind) true.
 func (e *FieldError) Unwrap() error {

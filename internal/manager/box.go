@@ -79,7 +79,10 @@ type journal struct {
 // recordEvent puts an event of sandbox b, owned by tenant ten, in its logs stream and in the
 // audit log (which hands it to the sinks: webhooks, metrics). It never waits for the store.
 func (j *journal) recordEvent(b *box, ten string, e api.Event) {
-	e.ID, e.SandboxID = sandbox.NewOrderedID("evt_"), b.id
+	if e.ID == "" {
+		e.ID = sandbox.NewOrderedID("evt_")
+	}
+	e.SandboxID = b.id
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}

@@ -31,6 +31,10 @@ type layerScans struct {
 	gen         int          // counts instances (restores): a scan of an old one is dropped
 	queue       []scanJob
 	idle        chan struct{} // non-nil while a goroutine works the queue; closed when it stops
+	// recent are the last execs' changes by exec ID, order their IDs oldest first
+	// (rememberLocked, for ExecFiles).
+	recent map[string]fsdiff.Changes
+	order  []string
 }
 
 // scanJob is one scan to make: after exec execID ended at end, or after the files API ("").
@@ -44,6 +48,7 @@ func (s *layerScans) drop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.layer, s.last, s.unavailable, s.queue = nil, nil, false, nil
+	s.recent, s.order = nil, nil
 	s.gen++
 }
 
@@ -128,6 +133,9 @@ func (m *Manager) scanLoop(b *box) {
 			continue
 		}
 		ch := fsdiff.CompareOver(*before, after, layer.Lowers)
+		s.mu.Lock()
+		s.rememberLocked(job.execID, ch)
+		s.mu.Unlock()
 		if ch.Empty() && !ch.Partial {
 			continue
 		}

@@ -72,6 +72,7 @@ type Metrics struct {
 	connRefused   *prometheus.CounterVec // reason
 	storeDegraded prometheus.Gauge
 	storeOnsets   prometheus.Counter
+	tools         toolMetrics
 
 	state *stateCollector
 }
@@ -139,6 +140,7 @@ func New() *Metrics {
 			Name: "airlock_store_degraded_total",
 			Help: "Times the daemon's store started refusing writes for its disk.",
 		}),
+		tools: newToolMetrics(),
 		state: newStateCollector(),
 	}
 	// Series that alerts compare against exist from the start, at 0, instead of appearing with
@@ -164,6 +166,7 @@ func New() *Metrics {
 		m.auditWritten, m.auditDropped, m.unauthn, m.rateLimited, m.connRefused,
 		m.storeDegraded, m.storeOnsets, m.state,
 	)
+	m.reg.MustRegister(m.tools.collectors()...)
 	return m
 }
 

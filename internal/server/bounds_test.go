@@ -56,7 +56,7 @@ func adminKey(t *testing.T, st *store.Store, tenant string) string {
 
 // openStore opens a store in a temporary directory, closed when t ends, with a key for each
 // tenant, returned in order.
-func openStore(t *testing.T, tenants ...string) (*store.Store, []string) {
+func openStore(t testing.TB, tenants ...string) (*store.Store, []string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), store.Options{}, nil)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/airlockrun/airlock/api"
@@ -59,6 +61,9 @@ func writeErrorAs(w http.ResponseWriter, log *slog.Logger, err error, bare bool)
 	if status >= 500 && log != nil {
 		log.Error("request failed", "err", err)
 	}
+	if fe, ok := errors.AsType[*errdefs.FieldError](err); ok && fe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(fe.RetryAfter.Seconds()))))
+	}
 	var body any = api.Response[any]{Error: &e}
 	if bare {
 		body = api.CompatError{Error: e}
@@ -74,7 +79,7 @@ func errorStatus(err error) (int, api.Error) {
 	e := api.Error{Message: err.Error()}
 	var code string
 	if fe, ok := errors.AsType[*errdefs.FieldError](err); ok {
-		e.Field, e.Message, code = fe.Field, fe.Message, fe.Code
+		e.Field, e.Message, e.Rule, code = fe.Field, fe.Message, fe.Rule, fe.Code
 	}
 	status, e := statusOf(err, e)
 	if code != "" {

@@ -28,6 +28,11 @@ type opDoc struct {
 	// status is the success status when it is neither 200 nor created's 201: 204 answers no
 	// body; 202 marks a route that may also answer 202 (an async run), for the document.
 	status int
+	// toolRoute is a route a key bound by a toolsOnly policy may use (docs/tools.md#policies).
+	toolRoute bool
+	// ownEvents: the handler records the call itself (a tool.call event), so the request is not
+	// also an api.request event once the handler ran.
+	ownEvents bool
 }
 
 // successStatus is the status of a successful answer to method.
@@ -69,7 +74,7 @@ var hookParam = []param{{"webhookId", "string", "a webhook's ID (whk_...)"}}
 // routes is the whole API.
 func routes() []route {
 	pathQ := []param{{"path", "string", "a path inside the sandbox; relative paths start at its workdir"}}
-	return []route{
+	return append([]route{
 		{"GET", "/healthz", true, health, opDoc{summary: "Health of the daemon (no key needed)", resp: api.Health{}}},
 		{"GET", "/api/v1/openapi.json", true, openapi, opDoc{summary: "This document (no key needed)"}},
 		{"GET", "/metrics", true, promMetrics, opDoc{summary: "Prometheus metrics, daemon-wide, in the text exposition format (no key needed; 503 when the daemon exports none)",
@@ -176,7 +181,7 @@ func routes() []route {
 		{"POST", "/api/sandbox/{id}/run", false, compatRun, opDoc{summary: "Compatibility: run Python code (timeout default 30 s, at most 600); async answers 202 with a run to poll",
 			body: api.CompatRunRequest{}, resp: api.CompatRun{}, bare: true, status: http.StatusAccepted}},
 		{"GET", "/api/sandbox/{id}/run/{runId}", false, compatGetRun, opDoc{summary: "Compatibility: poll an async run", resp: api.CompatRun{}, bare: true}},
-	}
+	}, toolRoutes()...)
 }
 
 func createSandbox(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
 	"github.com/airlockrun/airlock/internal/tenant"
+	"github.com/airlockrun/airlock/internal/tools"
 	"github.com/airlockrun/airlock/internal/webhook"
 )
 
@@ -52,6 +53,8 @@ type Config struct {
 	// RateLimited, when set, counts a request refused with 429 for its tenant's request rate;
 	// such requests are not recorded either, or a tenant past its rate would grow the store.
 	RateLimited func()
+	// Tools is the tool gateway the tool routes and /mcp serve; nil answers 503.
+	Tools *tools.Gateway
 }
 
 // Images is the daemon's image store, which the image API serves: Store, or Err saying why
@@ -75,7 +78,16 @@ type Server struct {
 
 	inflight sync.WaitGroup // requests being handled (Wait)
 	cutOff   atomic.Bool    // CutOff was called: answers from now on reach no one
+
+	mcpOnce  sync.Once     // makes mcp at the first request of /mcp
+	mcp      http.Handler  // the MCP endpoint (tools.go)
+	stopping chan struct{} // closed by EndStreams
+	stopOnce sync.Once
 }
+
+// EndStreams ends the idle streams (MCP sessions' server-message streams) as the daemon begins
+// to stop, so that they do not hold its stop for the shutdown grace.
+func (s *Server) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // CutOff tells the server that the daemon is closing every connection: requests that end
 // from now on are recorded as closed by the daemon's shutdown, not as answered.
@@ -114,7 +126,7 @@ func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Regist
 	if cfg.MaxUploadBytes == 0 {
 		cfg.MaxUploadBytes = 1 << 30
 	}
-	s := &Server{cfg: cfg, m: m, store: st, drivers: drivers, images: images, log: log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, m: m, store: st, drivers: drivers, images: images, log: log, mux: http.NewServeMux(), stopping: make(chan struct{})}
 	s.rates = newRateLimits(func(string) api.Quota { return api.Quota{} })
 	if m != nil {
 		s.rates = newRateLimits(m.Grants().QuotaOf)
@@ -158,7 +170,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			keyID = who.KeyID
-			ctx := tenant.With(r.Context(), who.Tenant)
+			ctx := tenant.WithKey(tenant.With(r.Context(), who.Tenant), who.KeyID)
 			if who.Admin {
 				ctx = tenant.WithAdmin(ctx)
 			}
@@ -176,8 +188,12 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			err = s.checkRole(r, rt)
+			if err == nil {
+				err = s.toolsOnly(r, rt)
+			}
 		}
-		if err == nil {
+		handled := err == nil
+		if handled {
 			data, err = rt.handle(s, w, r)
 		}
 
@@ -200,7 +216,9 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeDeadline(w)
 			writeJSON(w, status, s.absolute(r, data))
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
+		if rt.doc.ownEvents && handled {
+			// recorded by the handler (tool.call events)
+		} else if r.Method != http.MethodGet && r.Method != http.MethodHead || err != nil && !errors.Is(err, written) {
 			id := r.PathValue("id")
 			if id == "" { // a create: the call belongs to the new sandbox
 				switch sb := data.(type) {
@@ -303,6 +321,7 @@ func capabilities(s *Server, w http.ResponseWriter, r *http.Request) (any, error
 		"exec": true, "execInteractive": true, "pty": true, "files": true, "logs": true,
 		"metrics": true, "pauseResume": true, "snapshots": s.m.SnapshotsAvailable(), "networkPolicy": true, "liveNetworkPolicy": true,
 		"networkCredentials": true, "events": true, "webhooks": s.cfg.Webhooks != nil, "gpu": false,
+		"tools": s.cfg.Tools != nil, "mcp": s.cfg.Tools != nil,
 	}, Reasons: map[string]string{"gpu": sandbox.GPUUnavailableReason}}
 	// Which levels save what is in each level's features: snapshot:filesystem, snapshot:memory
 	// (and snapshot:prepared-restore, restores made ready ahead).

@@ -185,6 +185,20 @@ CREATE TABLE teardowns (
 	recorded_at INTEGER NOT NULL
 );
 `,
+	// 10: what tenants (and admin keys) define for the tool gateway through the API: tools,
+	// upstream MCP servers and policies (internal/tools). The configuration's are not stored.
+	`
+CREATE TABLE tool_objects (
+	tenant     TEXT NOT NULL,
+	kind       TEXT NOT NULL, -- tool, server or policy
+	name       TEXT NOT NULL,
+	body       TEXT NOT NULL, -- the definition as JSON
+	source     TEXT NOT NULL, -- tenant or admin: which kind of key made it
+	created_by TEXT NOT NULL, -- that key's ID
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (tenant, kind, name)
+);
+`,
 }
 
 // migrate brings the schema up to date, one migration per transaction. Each transaction reads the

@@ -8,6 +8,8 @@ type key struct{}
 
 type adminKey struct{}
 
+type keyIDKey struct{}
+
 // With returns ctx carrying tenant name.
 func With(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, key{}, name)
@@ -30,4 +32,16 @@ func WithAdmin(ctx context.Context) context.Context {
 func IsAdmin(ctx context.Context) bool {
 	admin, _ := ctx.Value(adminKey{}).(bool)
 	return admin || From(ctx) == ""
+}
+
+// WithKey returns ctx carrying the ID of the API key a request was made with (key_...): tool
+// policies bind keys (docs/tools.md#policies).
+func WithKey(ctx context.Context, keyID string) context.Context {
+	return context.WithValue(ctx, keyIDKey{}, keyID)
+}
+
+// KeyFrom returns the API key ID ctx carries, or "" (a host-side caller).
+func KeyFrom(ctx context.Context) string {
+	s, _ := ctx.Value(keyIDKey{}).(string)
+	return s
 }

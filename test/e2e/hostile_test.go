@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -92,7 +93,9 @@ func newHostile(t *testing.T) *hostile {
 			"overrides": map[string]any{"t2": map[string]any{"maxSandboxes": 2, "maxMemoryMb": 600},
 				"t3": map[string]any{"requestsPerSecond": 20, "burst": 20}},
 		},
-		"limits":   map[string]any{"maxPools": 2, "maxPoolSandboxes": 4},
+		"limits": map[string]any{"maxPools": 2, "maxPoolSandboxes": 4},
+		// An operator's tool granted to t1 alone.
+		"tools":    map[string]any{"tools": []any{map[string]any{"name": "t1_only", "tenants": []string{"t1"}, "exec": map[string]any{"command": []string{"true"}}}}},
 		"defaults": map[string]any{"isolation": "process"}, // processDefault
 	}
 	b, _ := json.Marshal(cfg)
@@ -358,6 +361,7 @@ print("no-db" if not os.path.exists("/airlock.db") else "db")`)
 		}
 	})
 
+	t.Run("tools", func(t *testing.T) { h.tools(t) })
 	t.Run("browser keys and the audit check", h.browserAndAudit)
 
 	t.Run("daemon-wide resources", func(t *testing.T) {
@@ -527,4 +531,143 @@ func containsID(list []api.Sandbox, id string) bool {
 		}
 	}
 	return false
+}
+
+// tools tries the tool gateway's routes as t2 on t1's tools, servers, policies and sandboxes,
+// and what a tenant may not define: none of it reaches anything of t1's or makes the daemon dial.
+func (h *hostile) tools(t *testing.T) {
+	sb, err := h.c1.Create(bg(), smallSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer terminate(bg(), t, h.c1, sb.ID)
+	defer terminateToolSandboxes(t, h.c1)
+	defer terminateToolSandboxes(t, h.c2)
+	exe := &api.ExecBackend{Command: api.Command{"echo", "mine"}, Stdin: api.ToolStdinNone}
+	if _, err := h.c1.PutTool(bg(), api.ToolDefinition{Name: "mine", Exec: exe}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c1.PutToolServer(bg(), api.ToolServer{Name: "srv", Command: api.Command{"cat"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c1.PutToolPolicy(bg(), api.ToolPolicy{Name: "pol", AgentID: "bot", Deny: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	// t2 on t1's names: 404 for the resources, 403 tool_not_allowed for calls; nothing listed.
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"GET", "/api/v1/tools/mine", "", 404}, {"DELETE", "/api/v1/tools/mine", "", 404},
+		{"POST", "/api/v1/tools/mine/call", `{}`, 403}, {"POST", "/api/v1/tools/t1_only/call", `{}`, 403},
+		{"POST", "/api/v1/tools/srv__anything/call", `{}`, 403},
+		{"GET", "/api/v1/tool-servers/srv", "", 404}, {"DELETE", "/api/v1/tool-servers/srv", "", 404},
+		{"GET", "/api/v1/tool-policies/pol", "", 404}, {"DELETE", "/api/v1/tool-policies/pol", "", 404},
+		// A tenant key on another tenant's policies (an admin key's right).
+		{"GET", "/api/v1/tool-policies?tenant=t1", "", 403}, {"GET", "/api/v1/tool-policies/pol?tenant=t1", "", 403},
+		{"DELETE", "/api/v1/tool-policies/pol?tenant=t1", "", 403}, {"PUT", "/api/v1/tool-policies/x", `{"tenant":"t1","deny":["*"]}`, 403},
+		// t1's sandbox as the sandbox of t2's calls.
+		{"POST", "/api/v1/tools/run_code/call", `{"arguments":{"code":"print(1)"},"sandboxId":"` + sb.ID + `"}`, 404},
+		{"POST", "/api/v1/tools/read_file/call", `{"arguments":{"path":"/etc/passwd"},"sandboxId":"` + sb.ID + `"}`, 404},
+	} {
+		if status, e := rawJSON(t, h.d.url, h.t2, c.method, c.path, c.body, nil); status != c.status {
+			t.Errorf("t2 %s %s: %d %+v, want %d", c.method, c.path, status, e, c.status)
+		}
+	}
+	ts, err := h.c2.Tools(bg(), client.ToolsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range ts {
+		if tl.Name == "mine" || tl.Name == "t1_only" || strings.HasPrefix(tl.Name, "srv__") {
+			t.Errorf("t2 lists t1's tool %s", tl.Name)
+		}
+	}
+	if ps, _ := h.c2.ToolPolicies(bg(), client.PolicyOptions{}); len(ps) != 0 {
+		t.Errorf("t2 lists policies %+v", ps)
+	}
+	// A tool of t2's that names t1's sandbox, or a volume granted to t1 only, runs nowhere.
+	if _, err := h.c2.PutTool(bg(), api.ToolDefinition{Name: "borrow", Exec: exe, Sandbox: &api.ToolSandbox{SandboxID: sb.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c2.CallTool(bg(), "borrow", api.ToolCallRequest{}); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("t2's tool in t1's sandbox: want 404, got %v", err)
+	}
+	vol := &api.ToolSandbox{Spec: &api.Spec{Resources: api.Resources{MemoryMB: 64, DiskMB: 64}, Volumes: []api.VolumeMount{{Name: "shared", Path: "/s"}}}}
+	if _, err := h.c2.PutTool(bg(), api.ToolDefinition{Name: "vol", Exec: exe, Sandbox: vol}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c2.CallTool(bg(), "vol", api.ToolCallRequest{}); clientErr(t, err).Code != api.CodeVolumeNotGranted {
+		t.Errorf("t2's tool with t1's volume: want 403 volume_not_granted, got %v", err)
+	}
+	// Nothing a tenant defines makes the daemon dial where it chooses: the daemon's own egress
+	// and URL servers are the operator's; an http tool or http_fetch leaves through a sandbox,
+	// and one without a network sends nothing.
+	target := "http://" + h.registryAddr + "/x"
+	if _, err := h.c2.PutTool(bg(), api.ToolDefinition{Name: "direct", HTTP: &api.HTTPBackend{URL: target, Egress: api.ToolEgressDaemon}}); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("a tenant's daemon egress: want 403, got %v", err)
+	}
+	if _, err := h.c2.PutToolServer(bg(), api.ToolServer{Name: "up", URL: target}); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("a tenant's URL server: want 403, got %v", err)
+	}
+	offline := &api.ToolSandbox{Spec: &api.Spec{Resources: api.Resources{MemoryMB: 64, DiskMB: 64}, Network: api.Network{EgressPolicy: api.EgressNone}}}
+	if _, err := h.c2.PutTool(bg(), api.ToolDefinition{Name: "viaproxy", HTTP: &api.HTTPBackend{URL: target}, Sandbox: offline}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c2.CallTool(bg(), "viaproxy", api.ToolCallRequest{}); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("an http tool through a sandbox without a network: want 409, got %v", err)
+	}
+	if _, err := h.c2.CallTool(bg(), api.ToolHTTPFetch, api.ToolCallRequest{Arguments: map[string]any{"url": target}}); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("http_fetch from the default workspace: want 409, got %v", err)
+	}
+	if _, err := h.c2.PutTool(bg(), api.ToolDefinition{Name: "local", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+		"a": map[string]any{"$ref": "file://" + h.dataDir + "/airlock.db"}}}, Exec: exe}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("a schema $ref to a host file: want 400, got %v", err)
+	}
+	h.dialledMu.Lock()
+	if h.dialled != 0 {
+		t.Errorf("the daemon dialled the loopback listener %d times", h.dialled)
+	}
+	h.dialledMu.Unlock()
+	// t1's MCP session is t1's.
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
+	mcpPost := func(key, session, body string) (int, string) {
+		method := http.MethodPost
+		if m, rest, ok := strings.Cut(body, " "); ok && (m == http.MethodGet || m == http.MethodDelete) {
+			method, body = m, rest
+		}
+		req, _ := http.NewRequest(method, h.d.url+"/mcp", strings.NewReader(body))
+		req.Close = true
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body) // the status is what is checked
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+	}
+	status, session := mcpPost(h.t1, "", body)
+	if status != http.StatusOK || session == "" {
+		t.Fatalf("t1's initialize: %d, session %q", status, session)
+	}
+	if status, _ := mcpPost(h.t2, session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusForbidden {
+		t.Errorf("t2 on t1's MCP session: %d, want 403", status)
+	}
+	if status, _ := mcpPost("", session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusUnauthorized {
+		t.Errorf("no key on t1's MCP session: %d, want 401", status)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if status, _ := mcpPost(h.t2, session, m+" "); status != http.StatusForbidden {
+			t.Errorf("t2's %s of t1's MCP session: %d, want 403", m, status)
+		}
+	}
+	if status, _ := mcpPost(h.t1, session, http.MethodDelete+" "); status != http.StatusNoContent && status != http.StatusOK {
+		t.Errorf("t1 ends its own MCP session: %d", status)
+	}
 }

@@ -59,13 +59,14 @@ type Sandbox struct {
 }
 
 var (
-	_ driver.Sandbox    = (*Sandbox)(nil)
-	_ driver.Watcher    = (*Sandbox)(nil)
-	_ driver.Pauser     = (*Sandbox)(nil)
-	_ driver.Statser    = (*Sandbox)(nil)
-	_ driver.FileRooter = (*Sandbox)(nil)
-	_ driver.Networker  = (*Sandbox)(nil)
-	_ driver.Claimer    = (*Sandbox)(nil)
+	_ driver.Sandbox       = (*Sandbox)(nil)
+	_ driver.Watcher       = (*Sandbox)(nil)
+	_ driver.Pauser        = (*Sandbox)(nil)
+	_ driver.Statser       = (*Sandbox)(nil)
+	_ driver.FileRooter    = (*Sandbox)(nil)
+	_ driver.Networker     = (*Sandbox)(nil)
+	_ driver.Claimer       = (*Sandbox)(nil)
+	_ driver.EgressProxier = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -377,6 +378,14 @@ func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error {
 	spec.Environment = env
 	s.spec = spec
 	return nil
+}
+
+// EgressProxy implements driver.EgressProxier: the explicit proxy of the sandbox's network.
+func (s *Sandbox) EgressProxy() (string, bool) {
+	if s.gw == nil {
+		return "", false
+	}
+	return s.gw.ProxyURL(), true
 }
 
 // UpdateNetwork implements driver.Networker: the new policy is in force when it returns. A

@@ -347,9 +347,15 @@ func (g *Gateway) Update(n api.Network) error {
 	return nil
 }
 
+// ProxyURL is the sandbox's explicit proxy, on the host's end of its veth: the daemon sends an
+// http tool's requests through it, so that they leave as the sandbox's own would.
+func (g *Gateway) ProxyURL() string {
+	return "http://" + net.JoinHostPort(g.Link.Gateway.String(), strconv.Itoa(int(netns.DefaultPorts.Proxy)))
+}
+
 // Env is what the sandbox's processes are told: the explicit proxy, for the programs that use it.
 func (g *Gateway) Env() map[string]string {
-	u := "http://" + net.JoinHostPort(g.Link.Gateway.String(), strconv.Itoa(int(netns.DefaultPorts.Proxy)))
+	u := g.ProxyURL()
 	no := "localhost,127.0.0.1,::1"
 	return map[string]string{
 		"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,

@@ -16,6 +16,7 @@ from ._http11 import Endpoint
 from ._ops import Mode
 from ._sandboxes import NetworkPolicies, Sandboxes
 from ._snapshots import Events, Snapshots
+from ._tools import Mcp, Tools
 
 #: The seconds one network read or write may wait, unless an operation needs longer (an exec
 #: waits for its command, a create for the sandbox).
@@ -42,6 +43,8 @@ class ClientBase(DaemonOperations[Mode]):
     templates: Templates[Mode]
     tenants: Tenants[Mode]
     compat: Compat[Mode]
+    tools: Tools[Mode]
+    mcp: Mcp[Mode]
 
     def __init__(
         self,
@@ -72,6 +75,8 @@ class ClientBase(DaemonOperations[Mode]):
         self.templates = Templates(self)
         self.tenants = Tenants(self)
         self.compat = Compat(self)
+        self.tools = Tools(self)
+        self.mcp = Mcp(self)
 
     def _run(self, op: Any) -> Any:
         """Executes what a resource method described (see _ops)."""

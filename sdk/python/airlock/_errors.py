@@ -19,6 +19,8 @@ class AirlockError(Exception):
         field: the JSON path of the offending input (``resources.memoryMb``), when there is one.
         sandbox_status: on a 409, the sandbox's current status (``terminated``...).
         retry_after: on a 429, the seconds the daemon asks to wait (``Retry-After``), if given.
+        rule: what refused a tool call beyond the field: the schema keyword an argument broke
+            (``pattern``, ``format``, ``x-airlock-path-prefix``), the policy or the rate limit.
     """
 
     def __init__(
@@ -30,8 +32,10 @@ class AirlockError(Exception):
         field: Optional[str] = None,
         sandbox_status: Optional[str] = None,
         retry_after: Optional[float] = None,
+        rule: Optional[str] = None,
     ) -> None:
         self.message = message
+        self.rule = rule
         self.status = status
         self.code = code
         self.field = field
@@ -112,6 +116,9 @@ _BY_CODE: Dict[str, Type[AirlockError]] = {
     "quota_exceeded": QuotaExceededError,
     "insufficient_storage": InsufficientStorageError,
     "internal": InternalError,
+    "tool_not_allowed": ForbiddenError,
+    "invalid_arguments": InvalidArgumentError,
+    "rate_limited": QuotaExceededError,
 }
 
 _CODE_FOR_STATUS = {
@@ -136,7 +143,7 @@ def code_for_status(status: int) -> str:
 
 
 _STATUS_FOR_CODE = {code: status for status, code in sorted(_CODE_FOR_STATUS.items(), reverse=True)}
-_STATUS_FOR_CODE.update(internal=500, isolation_unavailable=422, gpu_unavailable=422)
+_STATUS_FOR_CODE.update(internal=500, isolation_unavailable=422, gpu_unavailable=422, invalid_arguments=400, rate_limited=429)
 
 
 def status_for_code(code: str) -> int:
@@ -156,6 +163,7 @@ def make_error(status: int, err: Mapping[str, Any], retry_after: Optional[float]
         field=err.get("field") or None,
         sandbox_status=err.get("status") or None,
         retry_after=retry_after,
+        rule=err.get("rule") or None,
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "Error",
     "Event",
     "EventPage",
+    "ExecBackend",
     "ExecRequest",
     "ExecResult",
     "ExecStart",
@@ -44,6 +45,7 @@ __all__ = [
     "Fork",
     "ForkRequest",
     "Frame",
+    "HTTPBackend",
     "Health",
     "Image",
     "ImageConfig",
@@ -73,6 +75,20 @@ __all__ = [
     "TemplateInfo",
     "Tenant",
     "Timeout",
+    "Tool",
+    "ToolCallRequest",
+    "ToolContent",
+    "ToolDefinition",
+    "ToolDefinitionInput",
+    "ToolPolicy",
+    "ToolPolicyInput",
+    "ToolRateLimit",
+    "ToolResult",
+    "ToolSandbox",
+    "ToolSandboxInput",
+    "ToolServer",
+    "ToolServerInfo",
+    "ToolServerInput",
     "Transition",
     "Usage",
     "VolumeInfo",
@@ -295,6 +311,7 @@ class Error(Model):
     code: str
     message: str
     field: Optional[str] = None
+    rule: Optional[str] = None
     status: Optional[str] = None
     _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -320,6 +337,18 @@ class EventPage(Model):
 
     events: List[Event]
     next: int
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ExecBackend(Model):
+    """The wire type ``ExecBackend`` of the daemon's API."""
+
+    command: Union[str, List[str]]
+    env: Optional[Dict[str, str]] = None
+    output: Optional[Literal["text", "json"]] = None
+    stdin: Optional[Literal["json", "none"]] = None
+    workdir: Optional[str] = None
     _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
 
@@ -441,6 +470,19 @@ class Frame(Model):
     rows: Optional[int] = None
     signal: Optional[int] = None
     start: Optional[ExecStart] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class HTTPBackend(Model):
+    """The wire type ``HTTPBackend`` of the daemon's API."""
+
+    url: str
+    body: Optional[str] = None
+    egress: Optional[Literal["sandbox", "daemon"]] = None
+    headers: Optional[Dict[str, str]] = None
+    method: Optional[Literal["GET", "POST", "PUT", "PATCH", "DELETE"]] = None
+    query: Optional[Dict[str, str]] = None
     _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
 
@@ -871,6 +913,204 @@ class Timeout(Model):
 
 
 @dataclass
+class Tool(Model):
+    """The wire type ``Tool`` of the daemon's API."""
+
+    name: str
+    input_schema: Dict[str, Any]
+    source: Literal["builtin", "config", "api", "mcp"]
+    backend: Literal["builtin", "exec", "http", "mcp"]
+    definition: Optional[ToolDefinition] = None
+    description: Optional[str] = None
+    rate_limit: Optional[str] = None
+    server: Optional[str] = None
+    updated_at: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolCallRequest(Model):
+    """The wire type ``ToolCallRequest`` of the daemon's API."""
+
+    agent_id: Optional[str] = None
+    arguments: Optional[Dict[str, Any]] = None
+    sandbox_id: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolContent(Model):
+    """The wire type ``ToolContent`` of the daemon's API."""
+
+    type: Literal["text", "image", "audio", "resource"]
+    data: Optional[str] = None
+    mime_type: Optional[str] = None
+    text: Optional[str] = None
+    uri: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolDefinition(Model):
+    """The wire type ``ToolDefinition`` of the daemon's API."""
+
+    name: str
+    description: Optional[str] = None
+    exec: Optional[ExecBackend] = None
+    http: Optional[HTTPBackend] = None
+    input_schema: Optional[Dict[str, Any]] = None
+    rate_limit: Optional[str] = None
+    sandbox: Optional[ToolSandbox] = None
+    timeout_seconds: Optional[float] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolDefinitionInput(Model):
+    """The wire type ``ToolDefinitionInput`` of the daemon's API."""
+
+    description: Optional[str] = None
+    exec: Optional[ExecBackend] = None
+    http: Optional[HTTPBackend] = None
+    input_schema: Optional[Dict[str, Any]] = None
+    name: Optional[str] = None
+    rate_limit: Optional[str] = None
+    sandbox: Optional[ToolSandboxInput] = None
+    timeout_seconds: Optional[float] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolPolicy(Model):
+    """The wire type ``ToolPolicy`` of the daemon's API."""
+
+    name: str
+    agent_id: Optional[str] = None
+    allow: Optional[List[str]] = None
+    created_by: Optional[str] = None
+    deny: Optional[List[str]] = None
+    key_id: Optional[str] = None
+    rate_limits: Optional[List[ToolRateLimit]] = None
+    sandbox_id: Optional[str] = None
+    source: Optional[Literal["config", "admin", "tenant"]] = None
+    tenant: Optional[str] = None
+    tools_only: Optional[bool] = None
+    updated_at: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolPolicyInput(Model):
+    """The wire type ``ToolPolicyInput`` of the daemon's API."""
+
+    agent_id: Optional[str] = None
+    allow: Optional[List[str]] = None
+    created_by: Optional[str] = None
+    deny: Optional[List[str]] = None
+    key_id: Optional[str] = None
+    name: Optional[str] = None
+    rate_limits: Optional[List[ToolRateLimit]] = None
+    sandbox_id: Optional[str] = None
+    source: Optional[Literal["config", "admin", "tenant"]] = None
+    tenant: Optional[str] = None
+    tools_only: Optional[bool] = None
+    updated_at: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolRateLimit(Model):
+    """The wire type ``ToolRateLimit`` of the daemon's API."""
+
+    tools: str
+    limit: str
+    each: Optional[bool] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolResult(Model):
+    """The wire type ``ToolResult`` of the daemon's API."""
+
+    content: List[ToolContent]
+    is_error: bool
+    duration_ms: int
+    event_id: Optional[str] = None
+    sandbox_id: Optional[str] = None
+    structured_content: Optional[Dict[str, Any]] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolSandbox(Model):
+    """The wire type ``ToolSandbox`` of the daemon's API."""
+
+    pool: Optional[str] = None
+    reuse: Optional[Literal["caller", "tool", "call"]] = None
+    sandbox_id: Optional[str] = None
+    spec: Optional[Spec] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolSandboxInput(Model):
+    """The wire type ``ToolSandboxInput`` of the daemon's API."""
+
+    pool: Optional[str] = None
+    reuse: Optional[Literal["caller", "tool", "call"]] = None
+    sandbox_id: Optional[str] = None
+    spec: Optional[SpecInput] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolServer(Model):
+    """The wire type ``ToolServer`` of the daemon's API."""
+
+    name: str
+    command: Optional[Union[str, List[str]]] = None
+    description: Optional[str] = None
+    env: Optional[Dict[str, str]] = None
+    rate_limit: Optional[str] = None
+    sandbox: Optional[ToolSandbox] = None
+    timeout_seconds: Optional[float] = None
+    tools: Optional[List[str]] = None
+    url: Optional[str] = None
+    workdir: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolServerInfo(Model):
+    """The wire type ``ToolServerInfo`` of the daemon's API."""
+
+    name: str
+    source: Literal["config", "api"]
+    transport: Literal["stdio", "http"]
+    definition: Optional[ToolServer] = None
+    description: Optional[str] = None
+    updated_at: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ToolServerInput(Model):
+    """The wire type ``ToolServerInput`` of the daemon's API."""
+
+    command: Optional[Union[str, List[str]]] = None
+    description: Optional[str] = None
+    env: Optional[Dict[str, str]] = None
+    name: Optional[str] = None
+    rate_limit: Optional[str] = None
+    sandbox: Optional[ToolSandboxInput] = None
+    timeout_seconds: Optional[float] = None
+    tools: Optional[List[str]] = None
+    url: Optional[str] = None
+    workdir: Optional[str] = None
+    _extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
 class Transition(Model):
     """The wire type ``Transition`` of the daemon's API."""
 
@@ -1114,6 +1354,7 @@ Error._wire = {
     "code": ("code", None),
     "message": ("message", None),
     "field": ("field", None),
+    "rule": ("rule", None),
     "status": ("status", None),
 }
 Error._required = ('code', 'message')
@@ -1135,6 +1376,15 @@ EventPage._wire = {
     "next": ("next", None),
 }
 EventPage._required = ('events', 'next')
+
+ExecBackend._wire = {
+    "command": ("command", None),
+    "env": ("env", None),
+    "output": ("output", None),
+    "stdin": ("stdin", None),
+    "workdir": ("workdir", None),
+}
+ExecBackend._required = ('command',)
 
 ExecRequest._wire = {
     "command": ("command", None),
@@ -1229,6 +1479,16 @@ Frame._wire = {
     "start": ("start", ExecStart),
 }
 Frame._required = ('type',)
+
+HTTPBackend._wire = {
+    "url": ("url", None),
+    "body": ("body", None),
+    "egress": ("egress", None),
+    "headers": ("headers", None),
+    "method": ("method", None),
+    "query": ("query", None),
+}
+HTTPBackend._required = ('url',)
 
 Health._wire = {
     "status": ("status", None),
@@ -1569,6 +1829,162 @@ Timeout._wire = {
 }
 Timeout._required = ()
 
+Tool._wire = {
+    "name": ("name", None),
+    "inputSchema": ("input_schema", None),
+    "source": ("source", None),
+    "backend": ("backend", None),
+    "definition": ("definition", ToolDefinition),
+    "description": ("description", None),
+    "rateLimit": ("rate_limit", None),
+    "server": ("server", None),
+    "updatedAt": ("updated_at", None),
+}
+Tool._required = ('name', 'input_schema', 'source', 'backend')
+
+ToolCallRequest._wire = {
+    "agentId": ("agent_id", None),
+    "arguments": ("arguments", None),
+    "sandboxId": ("sandbox_id", None),
+}
+ToolCallRequest._required = ()
+
+ToolContent._wire = {
+    "type": ("type", None),
+    "data": ("data", None),
+    "mimeType": ("mime_type", None),
+    "text": ("text", None),
+    "uri": ("uri", None),
+}
+ToolContent._required = ('type',)
+
+ToolDefinition._wire = {
+    "name": ("name", None),
+    "description": ("description", None),
+    "exec": ("exec", ExecBackend),
+    "http": ("http", HTTPBackend),
+    "inputSchema": ("input_schema", None),
+    "rateLimit": ("rate_limit", None),
+    "sandbox": ("sandbox", ToolSandbox),
+    "timeoutSeconds": ("timeout_seconds", None),
+}
+ToolDefinition._required = ('name',)
+
+ToolDefinitionInput._wire = {
+    "description": ("description", None),
+    "exec": ("exec", ExecBackend),
+    "http": ("http", HTTPBackend),
+    "inputSchema": ("input_schema", None),
+    "name": ("name", None),
+    "rateLimit": ("rate_limit", None),
+    "sandbox": ("sandbox", ToolSandboxInput),
+    "timeoutSeconds": ("timeout_seconds", None),
+}
+ToolDefinitionInput._required = ()
+
+ToolPolicy._wire = {
+    "name": ("name", None),
+    "agentId": ("agent_id", None),
+    "allow": ("allow", None),
+    "createdBy": ("created_by", None),
+    "deny": ("deny", None),
+    "keyId": ("key_id", None),
+    "rateLimits": ("rate_limits", ("list", ToolRateLimit)),
+    "sandboxId": ("sandbox_id", None),
+    "source": ("source", None),
+    "tenant": ("tenant", None),
+    "toolsOnly": ("tools_only", None),
+    "updatedAt": ("updated_at", None),
+}
+ToolPolicy._required = ('name',)
+
+ToolPolicyInput._wire = {
+    "agentId": ("agent_id", None),
+    "allow": ("allow", None),
+    "createdBy": ("created_by", None),
+    "deny": ("deny", None),
+    "keyId": ("key_id", None),
+    "name": ("name", None),
+    "rateLimits": ("rate_limits", ("list", ToolRateLimit)),
+    "sandboxId": ("sandbox_id", None),
+    "source": ("source", None),
+    "tenant": ("tenant", None),
+    "toolsOnly": ("tools_only", None),
+    "updatedAt": ("updated_at", None),
+}
+ToolPolicyInput._required = ()
+
+ToolRateLimit._wire = {
+    "tools": ("tools", None),
+    "limit": ("limit", None),
+    "each": ("each", None),
+}
+ToolRateLimit._required = ('tools', 'limit')
+
+ToolResult._wire = {
+    "content": ("content", ("list", ToolContent)),
+    "isError": ("is_error", None),
+    "durationMs": ("duration_ms", None),
+    "eventId": ("event_id", None),
+    "sandboxId": ("sandbox_id", None),
+    "structuredContent": ("structured_content", None),
+}
+ToolResult._required = ('content', 'is_error', 'duration_ms')
+
+ToolSandbox._wire = {
+    "pool": ("pool", None),
+    "reuse": ("reuse", None),
+    "sandboxId": ("sandbox_id", None),
+    "spec": ("spec", Spec),
+}
+ToolSandbox._required = ()
+
+ToolSandboxInput._wire = {
+    "pool": ("pool", None),
+    "reuse": ("reuse", None),
+    "sandboxId": ("sandbox_id", None),
+    "spec": ("spec", SpecInput),
+}
+ToolSandboxInput._required = ()
+
+ToolServer._wire = {
+    "name": ("name", None),
+    "command": ("command", None),
+    "description": ("description", None),
+    "env": ("env", None),
+    "rateLimit": ("rate_limit", None),
+    "sandbox": ("sandbox", ToolSandbox),
+    "timeoutSeconds": ("timeout_seconds", None),
+    "tools": ("tools", None),
+    "url": ("url", None),
+    "workdir": ("workdir", None),
+}
+ToolServer._required = ('name',)
+
+ToolServerInfo._wire = {
+    "name": ("name", None),
+    "source": ("source", None),
+    "transport": ("transport", None),
+    "definition": ("definition", ToolServer),
+    "description": ("description", None),
+    "updatedAt": ("updated_at", None),
+}
+ToolServerInfo._required = ('name', 'source', 'transport')
+
+ToolServerInput._wire = {
+    "command": ("command", None),
+    "description": ("description", None),
+    "env": ("env", None),
+    "name": ("name", None),
+    "rateLimit": ("rate_limit", None),
+    "sandbox": ("sandbox", ToolSandboxInput),
+    "timeoutSeconds": ("timeout_seconds", None),
+    "tools": ("tools", None),
+    "url": ("url", None),
+    "workdir": ("workdir", None),
+}
+ToolServerInput._required = ()
+
 Transition._wire = {
     "from": ("from_", None),
     "to": ("to", None),
@@ -1663,6 +2079,7 @@ SCHEMAS: Dict[str, Type[Model]] = {
     "Error": Error,
     "Event": Event,
     "EventPage": EventPage,
+    "ExecBackend": ExecBackend,
     "ExecRequest": ExecRequest,
     "ExecResult": ExecResult,
     "ExecStart": ExecStart,
@@ -1672,6 +2089,7 @@ SCHEMAS: Dict[str, Type[Model]] = {
     "Fork": Fork,
     "ForkRequest": ForkRequest,
     "Frame": Frame,
+    "HTTPBackend": HTTPBackend,
     "Health": Health,
     "Image": Image,
     "ImageConfig": ImageConfig,
@@ -1701,6 +2119,20 @@ SCHEMAS: Dict[str, Type[Model]] = {
     "TemplateInfo": TemplateInfo,
     "Tenant": Tenant,
     "Timeout": Timeout,
+    "Tool": Tool,
+    "ToolCallRequest": ToolCallRequest,
+    "ToolContent": ToolContent,
+    "ToolDefinition": ToolDefinition,
+    "ToolDefinitionInput": ToolDefinitionInput,
+    "ToolPolicy": ToolPolicy,
+    "ToolPolicyInput": ToolPolicyInput,
+    "ToolRateLimit": ToolRateLimit,
+    "ToolResult": ToolResult,
+    "ToolSandbox": ToolSandbox,
+    "ToolSandboxInput": ToolSandboxInput,
+    "ToolServer": ToolServer,
+    "ToolServerInfo": ToolServerInfo,
+    "ToolServerInput": ToolServerInput,
     "Transition": Transition,
     "Usage": Usage,
     "VolumeInfo": VolumeInfo,

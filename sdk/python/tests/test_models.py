@@ -185,9 +185,9 @@ def _route(template: str) -> "re.Pattern[str]":
 
 
 def _resource_classes() -> List[type]:
-    from airlock import _admin, _compat, _files, _sandboxes, _snapshots
+    from airlock import _admin, _compat, _files, _sandboxes, _snapshots, _tools
 
     out = []
-    for mod in (_admin, _compat, _files, _sandboxes, _snapshots):
+    for mod in (_admin, _compat, _files, _sandboxes, _snapshots, _tools):
         out += [c for c in vars(mod).values() if isinstance(c, type) and issubclass(c, Resource) and c is not Resource]
     return out

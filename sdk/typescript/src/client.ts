@@ -13,6 +13,7 @@ import { Sandboxes, type SandboxNetwork } from "./sandboxes.js";
 import { Snapshots } from "./snapshots.js";
 import { Listing } from "./tenancy.js";
 import { Transport, env, hostUrl, readText, type CallOptions } from "./transport.js";
+import { Mcp, Tools } from "./tools.js";
 import { Webhooks } from "./webhooks.js";
 
 /** How to reach the daemon. */
@@ -67,6 +68,10 @@ export class AirlockClient {
   readonly tenants: Listing<Tenant>;
   /** Seed 002's `/api/sandbox` surface, in its snake_case shapes. */
   readonly compat: Compat;
+  /** The tool gateway: tools this key may call, calls, the tenant's tools, servers and policies. */
+  readonly tools: Tools;
+  /** The daemon's MCP endpoint (/mcp) at the wire level, and its URL for an MCP client. */
+  readonly mcp: Mcp;
   readonly #t: Transport;
 
   /**
@@ -92,6 +97,8 @@ export class AirlockClient {
     this.templates = new Listing(this.#t, "/api/v1/templates");
     this.tenants = new Listing(this.#t, "/api/v1/tenants");
     this.compat = new Compat(this.#t);
+    this.tools = new Tools(this.#t);
+    this.mcp = new Mcp(this.#t);
   }
 
   /** capabilities returns the isolation levels and features this host offers, and why not. */

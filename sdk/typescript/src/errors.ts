@@ -22,7 +22,10 @@ export type ErrorCode =
   | "unavailable"
   | "quota_exceeded"
   | "internal"
-  | "insufficient_storage";
+  | "insufficient_storage"
+  | "tool_not_allowed"
+  | "invalid_arguments"
+  | "rate_limited";
 
 /** What an AirlockError is made of. */
 export interface AirlockErrorInit {
@@ -38,6 +41,8 @@ export interface AirlockErrorInit {
   sandboxStatus?: string;
   /** Seconds to wait before trying again, from the Retry-After header of a 429. */
   retryAfter?: number;
+  /** What refused a tool call beyond the field: the schema keyword, the policy, the rate limit. */
+  rule?: string;
 }
 
 /**
@@ -62,6 +67,8 @@ export class AirlockError extends Error {
   readonly sandboxStatus?: string;
   /** Seconds to wait before retrying (a 429's Retry-After), when the daemon said. */
   readonly retryAfter?: number;
+  /** What refused a tool call beyond the field: the schema keyword an argument broke, the policy or rate limit. */
+  readonly rule?: string;
 
   constructor(init: AirlockErrorInit) {
     super(init.message || init.code);
@@ -71,6 +78,7 @@ export class AirlockError extends Error {
     if (init.field) this.field = init.field;
     if (init.sandboxStatus) this.sandboxStatus = init.sandboxStatus;
     if (init.retryAfter !== undefined) this.retryAfter = init.retryAfter;
+    if (init.rule) this.rule = init.rule;
   }
 }
 
@@ -130,6 +138,9 @@ const statusOfCode: Record<ErrorCode, number> = {
   quota_exceeded: 429,
   internal: 500,
   insufficient_storage: 507,
+  tool_not_allowed: 403,
+  invalid_arguments: 400,
+  rate_limited: 429,
 };
 
 /**
@@ -146,6 +157,7 @@ interface ErrorBody {
   message?: unknown;
   field?: unknown;
   status?: unknown;
+  rule?: unknown;
 }
 
 const maxMessage = 200;
@@ -171,6 +183,7 @@ export function errorFromBody(status: number, text: string, retryAfter?: string 
       field: typeof body.field === "string" ? body.field : undefined,
       sandboxStatus: typeof body.status === "string" ? body.status : undefined,
       retryAfter: retry,
+      rule: typeof body.rule === "string" ? body.rule : undefined,
     });
   }
   let message = text.trim();

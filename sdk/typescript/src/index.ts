@@ -22,6 +22,7 @@ export { Images } from "./images.js";
 export { Webhooks, WebhookVerificationError, verifyWebhook, type DeliveriesOptions, type VerifyWebhookOptions, type WebhookPayload } from "./webhooks.js";
 export { Listing, type Templates, type Tenants, type Volumes } from "./tenancy.js";
 export { Compat } from "./compat.js";
+export { Mcp, ToolPolicies, ToolServers, Tools, type McpAnswer, type McpOptions, type PolicyOptions, type ToolCallOptions, type ToolListOptions } from "./tools.js";
 export { DEFAULT_HOST, type CallOptions } from "./transport.js";
 export { operationMethods, type OperationMethod } from "./operations.js";
 /** Every schema of the API's OpenAPI document, as a type (generated). */

@@ -40,6 +40,7 @@ const notOnMethods: Record<string, string> = {
   CompatCreateRequest: "the answer form of a compat create request; requests take CompatCreateRequestInput",
   CompatConfig: "the answer form of a compat config; requests take CompatConfigInput",
   Pool: "a pool's definition: PoolStatus answers it with its counters, put takes PoolInput",
+  ToolCallRequest: "tools.call takes the arguments and { sandboxId, agentId } (ToolCallOptions)",
 };
 
 export function coverageSuite(d: () => Daemon): void {

@@ -16,6 +16,7 @@ import { runtimesSuite } from "./runtimes.js";
 import { sandboxesSuite } from "./sandboxes.js";
 import { seedSuite } from "./seed.js";
 import { snapshotsSuite } from "./snapshots.js";
+import { toolsSuite } from "./tools.js";
 
 offlineSuite();
 
@@ -48,6 +49,7 @@ describe("against airlock serve", { skip, timeout: 5 * 60_000 }, () => {
   snapshotsSuite(d);
   eventsSuite(d);
   adminSuite(d);
+  toolsSuite(d);
   coverageSuite(d);
   runtimesSuite(d);
 });
