@@ -274,9 +274,6 @@ func checkHTTP(h api.HTTPBackend, source string) error {
 			return errdefs.Invalid("http.headers", "the Host header is the URL's")
 		}
 	}
-	switch h.Body {
-	case "", "json", "none":
-	}
 	switch h.Egress {
 	case "", api.ToolEgressSandbox:
 	case api.ToolEgressDaemon:
