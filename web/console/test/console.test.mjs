@@ -291,6 +291,21 @@ describe("the console in Chromium", { timeout: 10 * 60_000 }, () => {
     await page.waitForSelector('#pools-table td:text("console-pool")', { state: "detached", timeout: 15_000 });
   });
 
+  it("lists the tools the key may call, and calls run_code", async () => {
+    await signIn();
+    await page.goto(`${base}/ui/#/admin`);
+    await page.waitForSelector('#tools-table td:text("run_code")', { timeout: 15_000 });
+    await page.selectOption("#tool-name", "run_code");
+    await page.fill("#tool-args", '{"language": "python", "code": "print(6*7)"}');
+    await page.click('#tools button[type="submit"]');
+    await page.waitForFunction(() => /^ok in \d+ ms\n[\s\S]*42/.test(document.querySelector("#tool-result")?.textContent ?? ""), null, { timeout: 60_000 });
+    await page.fill("#tool-args", '{"code": 7}');
+    await page.click('#tools button[type="submit"]');
+    await page.waitForFunction(() => /run_code called failed: .*invalid_arguments/.test(document.querySelector("#toast")?.textContent ?? ""), null, { timeout: 15_000 });
+    await page.locator("#tools-table").scrollIntoViewIfNeeded();
+    await shot("tools");
+  });
+
   it("with another tenant's key, sees none of t1's sandboxes", async () => {
     const own = await api("POST", "/api/v1/sandboxes?wait=true", { name: "t2-own", resources: { memoryMb: 128, diskMb: 64 } }, keyT2);
     await signIn(keyT2);

@@ -1,8 +1,9 @@
 // The daemon: its levels, tenants and quotas, warm pools, images (daemon-wide: an admin key
-// changes them, a tenant key lists them and gets the API's 403 on a change), and the tenant's
-// webhooks with their delivery log.
+// changes them, a tenant key lists them and gets the API's 403 on a change), the tenant's
+// webhooks with their delivery log, and the tools the key may call (the tool gateway), with a
+// call form.
 
-import type { PoolStatus, Tenant, Webhook } from "../../../../sdk/typescript/src/index.js";
+import type { PoolStatus, Tenant, Tool, Webhook } from "../../../../sdk/typescript/src/index.js";
 import { act, errorBox, type Session } from "../app.js";
 import { ago, badge, bytes, clock, h, replace } from "../dom.js";
 
@@ -100,5 +101,31 @@ export function adminView(s: Session, el: HTMLElement): void {
       rm.addEventListener("click", () => void act(rm, "webhook deleted", () => c.webhooks.delete(w.id)).then(reload));
       return [w.url, w.events.join(", "), String(w.delivered), String(w.failed), String(w.pending), h("span", { class: "actions" }, show, test, rm)];
     }), "webhooks-table"), log);
+  });
+
+  section(el, "tools", "Tools", async (body) => {
+    const tools: Tool[] = await c.tools.list();
+    const name = h("select", { "aria-label": "tool", id: "tool-name" }, tools.map((t) => h("option", { value: t.name }, t.name)));
+    const args = h("input", { placeholder: '{"code": "print(6*7)"}', "aria-label": "arguments (JSON)", id: "tool-args", class: "wide" });
+    const call = h("button", { type: "submit", class: "primary" }, "Call");
+    const out = h("pre", { class: "output", id: "tool-result" });
+    const form = h("form", { class: "toolbar" }, name, args, call);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = args.value.trim() ? (JSON.parse(args.value) as Record<string, unknown>) : {};
+      } catch (e) {
+        replace(out, `arguments: ${(e as Error).message}`);
+        return;
+      }
+      void act(call, `${name.value} called`, () => c.tools.call(name.value, parsed)).then((r) => {
+        if (!r) return;
+        const text = r.content.map((x) => x.text ?? x.uri ?? `[${x.type}]`).join("\n");
+        replace(out, `${r.isError ? "error" : "ok"} in ${r.durationMs} ms\n${text}`);
+      });
+    });
+    replace(body, tools.length === 0 ? h("p", { class: "muted" }, "No tools this key may call.") : form, out,
+      table(["tool", "backend", "source", "rate limit", "description"], tools.map((t) => [t.name, t.backend, t.source, t.rateLimit ?? "–", t.description ?? ""]), "tools-table"));
   });
 }
