@@ -205,6 +205,27 @@ func (l *Layout) forget(parent string) {
 	l.mu.Unlock()
 }
 
+// RemoveParent removes parent's own directory from every cgroup hierarchy mounted on the host —
+// those airlock's controllers use and those a runtime (runc) also made it in — where it is empty:
+// the kernel refuses to remove a cgroup with children or processes (EBUSY), so a parent still in
+// use stays, and one already gone is no error. A driver calls it at a clean stop for its parent,
+// which is its instance's own (<level parent>/<instance>: no other airlock uses it).
+func (l *Layout) RemoveParent(parent string) error {
+	if err := validPath(parent, false); err != nil {
+		return fmt.Errorf("cgroups: remove %q: %w", parent, err)
+	}
+	l.forget(parent)
+	var errs []error
+	for _, m := range l.mounts {
+		switch err := unix.Rmdir(path.Join(m, parent)); err {
+		case nil, unix.ENOENT, unix.EBUSY, unix.ENOTEMPTY:
+		default:
+			errs = append(errs, fmt.Errorf("cgroups: remove %s: %w", path.Join(m, parent), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // List returns the names of the cgroups under parent in any hierarchy, so a
 // sandbox left half-created by a crash is still found.
 func (l *Layout) List(parent string) ([]string, error) {

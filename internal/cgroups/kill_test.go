@@ -1,10 +1,12 @@
 package cgroups
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -255,3 +257,58 @@ func TestDestroyMissingAndKillSelf(t *testing.T) {
 
 // nameOf returns the cgroup's own name, the last element of its id.
 func nameOf(c *Cgroup) string { return filepath.Base(c.id) }
+
+// TestRemoveParent: an instance's parent goes from every hierarchy once empty, stays while a
+// cgroup is under it, and a parent already gone is no error.
+func TestRemoveParent(t *testing.T) {
+	l := hostLayout(t)
+	parent := testParent() + "/instance"
+	c, err := l.New(parent, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hierarchy airlock uses no controller of, as a runtime (runc) makes the parent in.
+	extra := ""
+	for _, m := range l.mounts {
+		if !slices.ContainsFunc(c.Paths(), func(d string) bool { return strings.HasPrefix(d, m+"/") }) {
+			extra = path.Join(m, parent)
+			if err := os.MkdirAll(extra, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(extra); os.Remove(path.Dir(extra)) })
+			break
+		}
+	}
+	if err := l.RemoveParent(parent); err != nil {
+		t.Fatalf("RemoveParent with a cgroup under it: %v", err)
+	}
+	for _, d := range c.Paths() {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a cgroup under a parent in use went: %v", err)
+		}
+	}
+	if err := c.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RemoveParent(parent); err != nil {
+		t.Fatalf("RemoveParent: %v", err)
+	}
+	dirs := []string{}
+	for _, d := range c.Paths() {
+		dirs = append(dirs, path.Dir(d))
+	}
+	if extra != "" {
+		dirs = append(dirs, extra)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("parent %s left: %v", d, err)
+		}
+	}
+	if err := l.RemoveParent(parent); err != nil {
+		t.Errorf("RemoveParent of a parent gone: %v", err)
+	}
+	if err := l.RemoveParent("../x"); err == nil {
+		t.Errorf("RemoveParent(../x) accepted")
+	}
+}

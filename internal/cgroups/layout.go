@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,7 @@ type placement struct {
 type Layout struct {
 	place        [numCtrls]placement
 	v1Mounts     int      // cgroup v1 hierarchies mounted, named ones (name=systemd) included
+	mounts       []string // every cgroup mount point (v1 hierarchies, used or not, and cgroup2)
 	unified      string   // cgroup2 mount point, "" if none
 	unifiedCtrls []string // the unified root's cgroup.controllers
 	v2Freeze     bool     // kernel has cgroup.freeze (5.2+)
@@ -102,6 +104,9 @@ func parseLayout(table string, readFile func(string) ([]byte, error)) (*Layout, 
 			continue
 		}
 		root, mnt, fstype, super := mountinfo.Unescape(f[3]), mountinfo.Unescape(f[4]), f[sep+1], f[sep+3]
+		if (fstype == "cgroup" || fstype == "cgroup2") && !slices.Contains(l.mounts, mnt) {
+			l.mounts = append(l.mounts, mnt)
+		}
 		switch fstype {
 		case "cgroup2":
 			// Prefer a mount of the hierarchy root; bind mounts of

@@ -26,6 +26,7 @@ import (
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/levels"
 	"github.com/airlockrun/airlock/internal/mountinfo"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // daemon is an `airlock serve` the test started on a loopback port.
@@ -135,7 +136,29 @@ func (d *daemon) stop() error {
 	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
 		return errors.New("airlock serve exited with status " + d.cmd.ProcessState.String())
 	}
+	if left := emptyParents(uidalloc.InstanceOf(d.dataDir)); len(left) > 0 {
+		return fmt.Errorf("airlock serve stopped cleanly but left its empty cgroup parents %q", left)
+	}
 	return nil
+}
+
+// emptyParents lists the cgroup parents of the airlock named instance (<level parent>/<instance>,
+// in any hierarchy) that hold no cgroup: a clean stop removes them; one with a sandbox still
+// under it (left for adoption) stays.
+func emptyParents(instance string) []string {
+	var out []string
+	for _, level := range []string{"airlock", "airlock-container", "airlock-microvm"} {
+		for _, pat := range []string{"/sys/fs/cgroup/*/" + level + "/" + instance, "/sys/fs/cgroup/" + level + "/" + instance} {
+			m, _ := filepath.Glob(pat)
+			for _, dir := range m {
+				ents, _ := os.ReadDir(dir)
+				if !slices.ContainsFunc(ents, os.DirEntry.IsDir) {
+					out = append(out, dir)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // kill9 kills the daemon with SIGKILL, as a crash would.

@@ -84,13 +84,17 @@ var _ driver.Closer = (*Driver)(nil)
 // its sandboxes ended, what is left
 // of any of them goes without the sweep's age floor: the init sockets of sandboxes with no
 // process left, with their empty cgroups (a one-shot run beside the daemon makes no socket, so
-// its sandboxes are not touched). A sandbox whose teardown failed keeps its socket and cgroup,
+// its sandboxes are not touched), and then the instance's cgroup parent if nothing is under it. A sandbox whose teardown failed keeps its socket and cgroup,
 // for the next start's recovery.
 func (d *Driver) Close(ctx context.Context) error {
 	d.stopOnce.Do(func() { close(d.stop) })
 	d.beats.Wait()
 	if swept := d.sweepSockets(ctx, 0); len(swept) > 0 {
 		d.log.Info("removed what gone sandboxes left", "sandboxes", swept)
+	}
+	if d.cgroups != nil {
+		// The instance's own parent goes once empty; a sandbox left keeps it.
+		return d.cgroups.RemoveParent(d.cfg.CgroupParent)
 	}
 	return nil
 }
