@@ -630,9 +630,11 @@ func (w *world) terminateAll() {
 // sandboxPids returns the host pids of a sandbox's processes (from its cgroup).
 func sandboxPids(id string) []int {
 	// The process level's cgroups are under "airlock/<instance>", the container level's under
-	// "airlock-container/<instance>" (the configuration's defaults).
+	// "airlock-container/<instance>", the microvm level's VMMs' under "airlock-microvm/<instance>"
+	// (the configuration's defaults).
 	for _, pat := range []string{"/sys/fs/cgroup/pids/airlock/*/" + id, "/sys/fs/cgroup/*/airlock/*/" + id, "/sys/fs/cgroup/airlock/*/" + id,
-		"/sys/fs/cgroup/pids/airlock-container/*/" + id, "/sys/fs/cgroup/*/airlock-container/*/" + id, "/sys/fs/cgroup/airlock-container/*/" + id} {
+		"/sys/fs/cgroup/pids/airlock-container/*/" + id, "/sys/fs/cgroup/*/airlock-container/*/" + id, "/sys/fs/cgroup/airlock-container/*/" + id,
+		"/sys/fs/cgroup/pids/airlock-microvm/*/" + id, "/sys/fs/cgroup/*/airlock-microvm/*/" + id, "/sys/fs/cgroup/airlock-microvm/*/" + id} {
 		dirs, _ := filepath.Glob(pat)
 		for _, d := range dirs {
 			if pids := cgroupDirPids(d); len(pids) > 0 {
