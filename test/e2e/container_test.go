@@ -140,7 +140,7 @@ func TestContainerLevel(t *testing.T) {
 
 // TestContainerCleanStopUnmounts: a clean stop (SIGTERM) of a daemon that ran container
 // sandboxes of both runtimes leaves no mount under its container state directory — neither the
-// bundles directory's bind of itself nor runsc's null-netns; a start after a kill -9 reuses what
+// bundles directory's bind of itself nor anything of runsc's; a start after a kill -9 reuses what
 // the killed one left (no mount is stacked on another) and its clean stop removes it all.
 func TestContainerCleanStopUnmounts(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")

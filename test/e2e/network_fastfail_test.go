@@ -63,12 +63,6 @@ func TestNetworkRefusedAtConnect(t *testing.T) {
 	}
 	for _, lv := range levels {
 		t.Run(lv.name, func(t *testing.T) {
-			if lv.name == "container/runsc" {
-				// Passes (0.2-0.7 ms), but runsc binds the network namespace of a networked
-				// sandbox in its root (null-netns) past the sandbox's end, which the world's
-				// leak check rightly fails: a container-level bug to fix first.
-				t.Skip("SKIP: runsc leaves a networked sandbox's namespace bound at <root>/runsc/null-netns")
-			}
 			id := w.sandbox(t, restricted("allowed.test"), lv.edit)
 			if _, err := w.c.WriteFile(bg(), id, "/workspace/connect.py", bytes.NewReader([]byte(connectPy)), 0o644); err != nil {
 				t.Fatal(err)

@@ -96,7 +96,8 @@ func newDriverWithBoth(t testing.TB, rt string, change func(*container.Config), 
 		for i := 0; i < 3 && os.Remove(bundles) != nil; i++ {
 			exec_umount(bundles)
 		}
-		// runsc keeps a network namespace bound in its root (null-netns).
+		// Whatever a runtime left mounted in its root (runsc's null-netns, were it not told
+		// --gofer-network-namespace=new).
 		b, _ := os.ReadFile("/proc/self/mountinfo")
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {

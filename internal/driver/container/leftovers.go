@@ -83,7 +83,8 @@ var _ driver.Closer = (*Driver)(nil)
 
 // Close implements driver.Closer: with no sandbox of the level left, the mounts it keeps for all
 // of them under its state directory go — the bundles directory's private bind of itself, and
-// what a runtime keeps in its own state (runsc binds a network namespace at null-netns), and the
+// what a runtime keeps in its own state (none today: runsc's gofers get their own network
+// namespaces, so it pins no null-netns), and the
 // instance's cgroup parent, in every hierarchy the runtimes made it in. A
 // bundle still there (a sandbox not torn down, or one of another airlock on the same data dir)
 // keeps them all; a mount in use is left (unmounted without MNT_DETACH, it says EBUSY). A

@@ -57,8 +57,13 @@ func (r *runtime) global(networked bool) []string {
 		// the spec's id mappings. The mappings only say which host ids the gofer acts as; the
 		// sandbox's kernel sees its own ids 0..65535 either way, and the restored layer's owners
 		// are mapped into the new range. The rest of the spec is airlock's, the same shape.
+		// --gofer-network-namespace=new: each gofer gets an empty network namespace of its own.
+		// The default ("null") pins the first gofer's namespace at <root>/null-netns for every
+		// later gofer to join; a gofer started inside a networked sandbox's namespace is not
+		// in an empty one, so that pinned the sandbox's namespace past its end and had other
+		// sandboxes' gofers join it.
 		args = append(args, "--platform", r.platform, "--network", net, "--overlay2", "none", "--host-uds", "open",
-			"--restore-spec-validation", "warning")
+			"--restore-spec-validation", "warning", "--gofer-network-namespace", "new")
 		if r.debugLog != "" {
 			args = append(args, "--debug", "--debug-log", r.debugLog+"/")
 		}
