@@ -132,6 +132,13 @@ func (m *Manager) runAgent(b *box, sb driver.Sandbox, run *agentRun, ag api.Agen
 	if err != nil {
 		data["error"] = err.Error()
 	}
+	if res.OOMKilled {
+		data["oomKilled"] = true
+	}
+	// The limits the agent hit are in the sandbox's events, as an exec's are.
+	for _, le := range res.LimitEvents {
+		m.recordEvent(b, b.owner(), api.Event{Type: le.Type, ExecutionID: run.execID, Message: le.Message, Data: map[string]any{"count": le.Count, "scope": "agent"}})
+	}
 	byItself := b.runs(sb)
 	if !byItself {
 		data["endedBy"] = "sandbox" // its sandbox ended, or a restore replaced it
