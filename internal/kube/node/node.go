@@ -138,7 +138,7 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	mux := http.NewServeMux()
 	n := &Node{log: log}
 	vk, err := nodeutil.NewNode(o.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, vknode.NodeProvider, error) {
-		p, err := newProvider(ctx, m, o.Name, hostOf(o.KubeletListen), o.Tenants, pc.Pods, log)
+		p, err := newProvider(ctx, m, o.Name, hostOf(o.KubeletListen), o.Tenants, client, pc.Pods, log)
 		n.provider = p
 		return p, nil, err
 	},

@@ -15,8 +15,10 @@ import (
 	vkerrdefs "github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/airlockrun/airlock/api"
@@ -38,6 +40,7 @@ type Provider struct {
 	tenants Tenants
 	log     *slog.Logger
 	lister  corev1listers.PodLister // the API's view of the node's Pods
+	client  kubernetes.Interface    // nil in tests without an apiserver
 
 	mu     sync.Mutex // guards pods and notify
 	pods   map[string]*podState
@@ -78,8 +81,8 @@ func key(ns, name string) string { return ns + "/" + name }
 
 // newProvider indexes the sandboxes this node made before a restart (the daemon's recovery
 // adopted or ended them already), so that their Pods find them again.
-func newProvider(ctx context.Context, m *manager.Manager, node, hostIP string, tenants Tenants, lister corev1listers.PodLister, log *slog.Logger) (*Provider, error) {
-	p := &Provider{m: m, node: node, hostIP: hostIP, tenants: tenants, log: log, lister: lister, pods: map[string]*podState{}}
+func newProvider(ctx context.Context, m *manager.Manager, node, hostIP string, tenants Tenants, client kubernetes.Interface, lister corev1listers.PodLister, log *slog.Logger) (*Provider, error) {
+	p := &Provider{m: m, node: node, hostIP: hostIP, tenants: tenants, log: log, client: client, lister: lister, pods: map[string]*podState{}}
 	sbs, err := m.List(ctx, manager.ListOptions{Status: sandbox.LiveStatuses, Metadata: map[string]string{MetaNode: node}})
 	if err != nil {
 		return nil, fmt.Errorf("list the node's sandboxes: %w", err)
@@ -216,6 +219,17 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	p.mu.Unlock()
 	if notify != nil {
 		notify(final)
+	}
+	// As a kubelet does once a Pod's containers are stopped: the Pod leaves the API now, not
+	// after its grace period (the virtual kubelet would wait for it: a status change alone does
+	// not make it look at the Pod again).
+	if p.client != nil {
+		zero := int64(0)
+		err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+			Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			p.log.Warn("remove a deleted Pod from the API; it goes after its grace period", "pod", k, "err", err)
+		}
 	}
 	p.log.Info("Pod deleted, its sandbox terminated", "pod", k, "sandbox", st.id)
 	return nil
