@@ -53,7 +53,10 @@ start=$(date +%s)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
-(cd "$here/kubernetes" && go build -trimpath -ldflags '-s -w' -o "$TMP/bin/" \
+# The binaries say their version (kubectl version, /version), as a release's do.
+vflags="-X k8s.io/component-base/version.gitVersion=$KUBERNETES -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES"
+vflags+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+(cd "$here/kubernetes" && go build -trimpath -ldflags "-s -w $vflags" -o "$TMP/bin/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
 	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl ./etcd) || die "go build of the control plane failed"
 (cd "$here/agent-sandbox" && go build -trimpath -ldflags '-s -w' -o "$TMP/bin/" \
