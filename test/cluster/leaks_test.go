@@ -52,9 +52,7 @@ func nodeLeaks(n *cluster.Node) []string {
 				return filepath.SkipDir
 			}
 			if d.Name() == inst {
-				if entries, _ := os.ReadDir(p); hasDirs(entries) {
-					out = append(out, "cgroup "+p+" of node "+n.Name+" still has sandboxes")
-				}
+				out = append(out, "cgroup "+p+" of node "+n.Name)
 				return filepath.SkipDir
 			}
 			return nil
@@ -79,13 +77,4 @@ func sandboxLeaks(n *cluster.Node, id string) []string {
 		out = append(out, "cgroup "+cg)
 	}
 	return out
-}
-
-func hasDirs(entries []fs.DirEntry) bool {
-	for _, e := range entries {
-		if e.IsDir() {
-			return true
-		}
-	}
-	return false
 }

@@ -148,7 +148,8 @@ func TestPodsSpreadAndRun(t *testing.T) {
 // TestExecAndDelete: a long-running Pod takes kubectl exec with stdin, reports a command's exit
 // code, and on delete its sandbox is terminated and nothing of it is left on its node.
 func TestExecAndDelete(t *testing.T) {
-	p := create(t, sandboxPod("exec-target", []string{"sleep", "600"}))
+	// No limits: a BestEffort Pod, the sandbox gets airlock's defaults.
+	p := create(t, sandboxPod("exec-target", []string{"sleep", "600"}, func(p *corev1.Pod) { p.Spec.Containers[0].Resources = corev1.ResourceRequirements{} }))
 	p = waitPod(t, p.Namespace, p.Name, 60*time.Second, "Running and Ready", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
 	})

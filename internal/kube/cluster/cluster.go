@@ -382,6 +382,11 @@ func SweepStale(parent, prefix string) []string {
 		if err != nil || pid <= 0 || syscall.Kill(pid, 0) == nil {
 			continue
 		}
+		nodes, _ := filepath.Glob(filepath.Join(d, "nodes", "*", "data"))
+		nodes2, _ := filepath.Glob(filepath.Join(d, "*", "nodes", "*", "data")) // test/cluster's layout
+		for _, n := range append(nodes, nodes2...) {
+			removeInstanceCgroups(n)
+		}
 		if os.RemoveAll(d) == nil {
 			out = append(out, d)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // NodeTenant is the tenant whose sandboxes a local cluster's Pods become.
@@ -174,4 +175,19 @@ func (n *Node) stop() {
 		<-n.done
 	}
 	n.logf.Close()
+	removeInstanceCgroups(n.DataDir)
+}
+
+// removeInstanceCgroups removes the cgroup directories a stopped airlock daemon on dataDir
+// leaves, empty, in each hierarchy (<hierarchy>/<parent>/<instance>: made at its first sandbox,
+// kept for the next): a local cluster's nodes do not come back. rmdir removes only an empty
+// cgroup, so one with a sandbox still in it stays and the leak check names it.
+func removeInstanceCgroups(dataDir string) {
+	inst := uidalloc.InstanceOf(dataDir)
+	for _, pattern := range []string{"/sys/fs/cgroup/*/*/" + inst, "/sys/fs/cgroup/*/" + inst} {
+		dirs, _ := filepath.Glob(pattern)
+		for _, d := range dirs {
+			_ = os.Remove(d) // not empty: a leak, reported by whoever checks
+		}
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
@@ -99,6 +100,8 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	// client-go logs through klog: into the daemon's log, at its level.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)

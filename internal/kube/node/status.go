@@ -50,7 +50,7 @@ func statusOf(pod *corev1.Pod, sb api.Sandbox, exit *exitInfo, hostIP string) co
 	st := corev1.PodStatus{
 		HostIP:    hostIP,
 		StartTime: &created,
-		QOSClass:  corev1.PodQOSGuaranteed,
+		QOSClass:  pod.Status.QOSClass, // the apiserver's, immutable
 	}
 	if hostIP != "" {
 		st.HostIPs = []corev1.HostIP{{IP: hostIP}}
@@ -146,10 +146,11 @@ func endOf(sb api.Sandbox) api.Transition {
 func failedStatus(pod *corev1.Pod, perr *PodError, hostIP string) corev1.PodStatus {
 	now := metav1.NewTime(time.Now())
 	return corev1.PodStatus{
-		Phase:   corev1.PodFailed,
-		Reason:  perr.Reason,
-		Message: perr.Message,
-		HostIP:  hostIP,
+		QOSClass: pod.Status.QOSClass, // the apiserver's, immutable
+		Phase:    corev1.PodFailed,
+		Reason:   perr.Reason,
+		Message:  perr.Message,
+		HostIP:   hostIP,
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: perr.Reason, LastTransitionTime: now},
