@@ -33,16 +33,6 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-here=$(dirname "$0")
-# The local Kubernetes cluster's binaries (make cluster, test/cluster): kube-apiserver, etcd,
-# kube-scheduler, kube-controller-manager, kubectl and the agent-sandbox controller, built from the
-# Go module proxy at the versions scripts/k8s pins into /usr/local/lib/airlock/k8s (about 15
-# minutes cold on 2 cores; at once when its manifest is current). It runs in the background
-# beside the steps below and is waited for at the end.
-k8s_log=$(mktemp)
-nice -n 10 "$here/k8s/build.sh" >"$k8s_log" 2>&1 &
-k8s_pid=$!
-
 # gVisor's runsc, pinned, for the container level's default runtime. It must be statically linked
 # (CGO_ENABLED=0): gVisor re-executes itself inside an empty root, where no dynamic loader exists.
 RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
@@ -68,6 +58,7 @@ fi
 # and QuickJS-NG from the npm package quickjs-wasi. Both scripts check what is installed against
 # its manifest and return at once when it is current.
 # Without them the wasm level lacks that language (airlock doctor says so) and its tests fail.
+here=$(dirname "$0")
 "$here/wasm/build-python.sh" || echo "setup: CPython for WASI could not be built; the wasm level will lack python" >&2
 "$here/wasm/fetch-quickjs.sh" || echo "setup: quickjs-wasi could not be fetched; the wasm level will lack javascript" >&2
 
@@ -75,13 +66,3 @@ fi
 # and the virtio, 9p and ext4 modules, in /usr/local/lib/airlock/microvm (returns at once when
 # current). Without it the microvm level is unavailable (airlock doctor says why).
 "$here/microvm/fetch-kernel.sh" || echo "setup: the microvm guest kernel could not be fetched; the microvm level will be unavailable" >&2
-
-# Without the cluster's binaries make cluster cannot start and test/cluster fails (make test
-# requires them).
-if ! wait "$k8s_pid"; then
-	cat "$k8s_log" >&2
-	echo "setup: the Kubernetes binaries could not be built; make cluster and test/cluster need them" >&2
-else
-	grep -v '^$' "$k8s_log" || true
-fi
-rm -f "$k8s_log"

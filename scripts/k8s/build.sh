@@ -6,15 +6,24 @@
 #                   own main, at the version that kube-apiserver was released with)
 #   agent-sandbox/  the agent-sandbox controller (sigs.k8s.io/agent-sandbox) and its CRDs
 #
-# Usage: scripts/k8s/build.sh [DEST]
+# Usage: scripts/k8s/build.sh [--background] [DEST]
 #   DEST defaults to $AIRLOCK_K8S_DIR, then /usr/local/lib/airlock/k8s. Files land in DEST/bin,
-#   DEST/crds and DEST/manifest.json.
+#   DEST/crds and DEST/manifest.json. One build at a time: a second run waits for the first
+#   (flock on DEST.lock), then finds the manifest current.
+#   --background returns at once: the build (if one is needed) goes on detached, at nice 10, its
+#   output in DEST.log; a later run without it waits for it. make test starts one so, then works on
+#   its other steps and waits only before go test.
 #
 # A cold build takes about 15 minutes on 2 cores (docs/tests.md says what was measured); a second
 # run with everything in place and unchanged exits 0 in a second or two.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+background=0
+if [[ "${1:-}" == --background ]]; then
+	background=1
+	shift
+fi
 DEST="${1:-${AIRLOCK_K8S_DIR:-/usr/local/lib/airlock/k8s}}"
 DEST="${DEST%/}"
 readonly BINS=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl agent-sandbox-controller)
@@ -46,6 +55,22 @@ current() {
 if current; then
 	echo "k8s/build: kubernetes $KUBERNETES, etcd $ETCD, agent-sandbox $AGENT_SANDBOX already built in $DEST"
 	exit 0
+fi
+mkdir -p "$(dirname "$DEST")"
+if [[ $background == 1 ]]; then
+	setsid nice -n 10 "${BASH_SOURCE[0]}" "$DEST" </dev/null >"$DEST.log" 2>&1 &
+	echo "k8s/build: building in the background (about 15 minutes cold on 2 cores), output in $DEST.log"
+	exit 0
+fi
+exec 9>"$DEST.lock"
+if ! flock -n 9; then
+	echo "k8s/build: another build into $DEST is under way (see $DEST.log); waiting for it"
+	flock 9
+	if current; then
+		echo "k8s/build: kubernetes $KUBERNETES, etcd $ETCD, agent-sandbox $AGENT_SANDBOX built in $DEST"
+		exit 0
+	fi
+	echo "k8s/build: that build did not finish; building again"
 fi
 
 echo "k8s/build: building kubernetes $KUBERNETES, etcd $ETCD and agent-sandbox $AGENT_SANDBOX into $DEST (about 15 minutes cold on 2 cores)"
