@@ -10,12 +10,26 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps k8s-binaries k8s-binaries-background cluster wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
 
 all: build
 
 deps:
 	@scripts/setup.sh
+
+# The local Kubernetes cluster's binaries (make test and make cluster build them): kube-apiserver, etcd,
+# kube-scheduler, kube-controller-manager, kubectl and the agent-sandbox controller from the Go
+# module proxy at pinned versions, into /usr/local/lib/airlock/k8s (scripts/k8s/build.sh).
+k8s-binaries:
+	@scripts/k8s/build.sh
+
+k8s-binaries-background:
+	@scripts/k8s/build.sh --background
+
+# A local Kubernetes cluster whose three nodes are airlock daemons on this machine: prints a
+# KUBECONFIG and an example; Ctrl-C stops it and removes everything (docs/kubernetes.md).
+cluster: k8s-binaries build
+	$(GO) run ./test/cluster/up -airlock $(BIN)
 
 # The wasm level's interpreters alone (deps installs them too): CPython for WASI, built from
 # Debian's source, and QuickJS from npm, into /usr/local/lib/airlock/wasm.
@@ -79,8 +93,10 @@ golangci-lint:
 
 # Every test. The sandbox tests need root (they create cgroups and namespaces); CI runs as root.
 # AIRLOCK_TEST_REQUIRE_ROOT=1: a test that needs root fails instead of skipping (testutil.RequiresRoot).
-test: deps vet build sdk
-	AIRLOCK_TEST_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 30m ./...
+# test/cluster needs the Kubernetes binaries: their build (about 15 minutes cold) starts first, in
+# the background, and is waited for only before go test.
+test: k8s-binaries-background deps vet build sdk k8s-binaries
+	AIRLOCK_TEST_REQUIRE_ROOT=1 AIRLOCK_TEST_REQUIRE_K8S=1 $(GO) test -count=1 -timeout 30m ./...
 
 # Startup speed beside bubblewrap and unshare, interleaved in one run, then the daemon's API
 # beside a local sh (see docs/performance.md).

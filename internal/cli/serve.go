@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/daemon"
+	"github.com/airlockrun/airlock/internal/kube/node"
 	"github.com/airlockrun/airlock/internal/levels"
 )
 
@@ -24,6 +25,8 @@ func serveCmd(e *env, args []string) int {
 	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
 	insecure := fs.Bool("insecure", false, "allow plain HTTP on a non-loopback address")
+	var nf nodeFlags
+	nf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -40,6 +43,11 @@ func serveCmd(e *env, args []string) int {
 		}
 		c.Insecure = c.Insecure || *insecure
 	})
+	if err != nil {
+		fmt.Fprintln(e.stderr, "airlock serve:", err)
+		return 2
+	}
+	nodeOpts, err := nf.options()
 	if err != nil {
 		fmt.Fprintln(e.stderr, "airlock serve:", err)
 		return 2
@@ -61,11 +69,35 @@ func serveCmd(e *env, args []string) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Serve() }()
+	// As a node, the daemon stops being one (its controllers end; the Node and its Pods stay
+	// in the cluster, as a kubelet's do) before its sandboxes end.
+	var kn *node.Node
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	defer stopNode()
+	var nodeDone <-chan struct{}
+	if nf.set() {
+		nodeOpts.Levels = d.Levels()
+		if kn, err = node.Start(nodeCtx, d.Manager(), nodeOpts, log.With("component", "node")); err != nil {
+			kn = nil
+			stop() // the daemon stops with the error
+		} else {
+			nodeDone = kn.Done()
+		}
+	}
 	select {
 	case err = <-done:
 	case <-ctx.Done():
+	case <-nodeDone:
+		err = fmt.Errorf("the Kubernetes node stopped: %w", kn.Err())
+		stop()
+	}
+	if kn != nil {
+		stopNode()
+		<-kn.Done()
+	}
+	if ctx.Err() != nil {
 		log.Info("stopping", "grace", d.Grace())
-		err = errors.Join(d.Stop(), <-done)
+		err = errors.Join(err, d.Stop(), <-done)
 	}
 	if err != nil {
 		fmt.Fprintln(e.stderr, "airlock serve:", err)

@@ -151,6 +151,13 @@ func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Log
 	return d, nil
 }
 
+// Manager is the daemon's sandbox manager: what a Kubernetes node (airlock serve --kubeconfig)
+// makes its Pods' sandboxes with, as the host's own API does.
+func (d *Daemon) Manager() *manager.Manager { return d.m }
+
+// Levels are the host's levels, as GET /api/v1/capabilities reports them.
+func (d *Daemon) Levels() []driver.Capabilities { return d.drivers.Report() }
+
 // Addr is the address the daemon listens on.
 func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 

@@ -33,6 +33,7 @@ const maxAgentStdin = 1 << 20
 type agentRun struct {
 	execID string
 	stdin  *stdinQueue
+	done   chan struct{} // closed once runAgent has recorded the agent's end (and ended b by it)
 }
 
 // agentOf is the agent of spec: its agent's command, or its image's entrypoint and cmd when it
@@ -96,7 +97,7 @@ func (m *Manager) startAgent(ctx context.Context, b *box) error {
 	if err != nil {
 		return err
 	}
-	run := &agentRun{execID: sandbox.NewID("exec_"), stdin: newStdinQueue()}
+	run := &agentRun{execID: sandbox.NewID("exec_"), stdin: newStdinQueue(), done: make(chan struct{})}
 	sb, err := b.beginAgent(ctx, run)
 	if err != nil {
 		return err
@@ -106,7 +107,8 @@ func (m *Manager) startAgent(ctx context.Context, b *box) error {
 		d["workdir"] = ag.Workdir
 	}
 	m.recordEvent(b, b.owner(), api.Event{Type: api.EventAgentStarted, ExecutionID: run.execID, Message: strings.Join(ag.Command, " "), Data: d})
-	if !m.agents.do(func() { m.runAgent(b, sb, run, ag) }) {
+	if !m.agents.do(func() { defer close(run.done); m.runAgent(b, sb, run, ag) }) {
+		close(run.done)
 		b.endAgent(run)
 		return errdefs.New(errdefs.ErrServiceUnavailable, "the daemon is stopping: the agent of sandbox %s was not started", b.id)
 	}
@@ -131,6 +133,13 @@ func (m *Manager) runAgent(b *box, sb driver.Sandbox, run *agentRun, ag api.Agen
 	data := map[string]any{"exitCode": code, "durationMs": time.Since(started).Milliseconds()}
 	if err != nil {
 		data["error"] = err.Error()
+	}
+	if res.OOMKilled {
+		data["oomKilled"] = true
+	}
+	// The limits the agent hit are in the sandbox's events, as an exec's are.
+	for _, le := range res.LimitEvents {
+		m.recordEvent(b, b.owner(), api.Event{Type: le.Type, ExecutionID: run.execID, Message: le.Message, Data: map[string]any{"count": le.Count, "scope": "agent"}})
 	}
 	byItself := b.runs(sb)
 	if !byItself {

@@ -235,11 +235,23 @@ func (m *Manager) watchIfWatcher(b *box, sb driver.Sandbox) {
 	}
 }
 
+// agentEndGrace is how long a sandbox that ended by itself waits for its running agent's result.
+const agentEndGrace = 5 * time.Second
+
 // watch fails a sandbox that ends by itself.
 func (m *Manager) watch(b *box, w driver.Watcher) {
 	defer m.wg.Done()
 	select {
 	case <-w.Done():
+		// A running agent ends with its sandbox: its result, which says whether a limit killed
+		// it (an OOM kill that took the sandbox's init too), ends the sandbox instead.
+		if run := b.runningAgent(); run != nil {
+			select {
+			case <-run.done:
+			case <-time.After(agentEndGrace):
+			case <-m.stop:
+			}
+		}
 		// Unless the manager released it (Destroy closes Done too), or a restore replaced it.
 		if b.runs(w) {
 			m.log.Warn("sandbox ended by itself", "sandbox", b.id)

@@ -1,0 +1,169 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/kube/kubeapi"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// Metadata keys a node puts on the sandboxes it makes of Pods: how it finds them again after a
+// restart, and how a tenant's sandbox list says where one came from.
+const (
+	MetaNamespace = "kubernetes.namespace"
+	MetaPod       = "kubernetes.pod"
+	MetaUID       = "kubernetes.uid"
+	MetaNode      = "kubernetes.node"
+)
+
+// PodError is why a Pod cannot become a sandbox: the Pod fails with Reason and Message.
+type PodError struct {
+	Reason  string // CamelCase, as Kubernetes' reasons are
+	Message string
+}
+
+func (e *PodError) Error() string { return e.Reason + ": " + e.Message }
+
+func podErr(reason, format string, a ...any) *PodError {
+	return &PodError{Reason: reason, Message: fmt.Sprintf(format, a...)}
+}
+
+// SpecOf translates pod into the spec of its sandbox (docs/kubernetes.md#pods): the runtime class
+// is the level, the first container's image and command the root and agent, its limits the
+// resources, its env the environment; the annotations carry the rest. What a Pod asks for that
+// airlock cannot give (a second container, host namespaces, volumes that are not the service
+// account's token) is refused, never ignored.
+func SpecOf(pod *corev1.Pod, node string) (sandbox.Spec, error) {
+	var spec sandbox.Spec
+	rcName := ""
+	if pod.Spec.RuntimeClassName != nil {
+		rcName = *pod.Spec.RuntimeClassName
+	}
+	rc, ok := kubeapi.LookupRuntimeClass(rcName)
+	if !ok {
+		return spec, podErr("UnknownRuntimeClass", "an airlock node runs Pods of the runtime classes airlock-process, airlock-gvisor, airlock-runc, airlock-wasm and airlock-microvm; this one names %q", rcName)
+	}
+	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) > 0 || len(pod.Spec.EphemeralContainers) > 0 {
+		return spec, podErr("UnsupportedPod", "an airlock sandbox is one container: the Pod has %d containers and %d init containers", len(pod.Spec.Containers), len(pod.Spec.InitContainers))
+	}
+	if pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC {
+		return spec, podErr("UnsupportedPod", "a sandbox never shares the host's network, process or IPC namespace")
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil && v.EmptyDir == nil {
+			return spec, podErr("UnsupportedPod", "volume %q: an airlock sandbox mounts only the operator's volumes (annotation %s, field volumes); Pod volumes other than emptyDir and the service account's token are refused", v.Name, kubeapi.AnnotationSpec)
+		}
+	}
+	c := pod.Spec.Containers[0]
+	if len(c.Ports) > 0 {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				return spec, podErr("UnsupportedPod", "container port %d: a sandbox has no host ports", p.ContainerPort)
+			}
+		}
+	}
+
+	// The annotations first: the Pod's own fields override what they say.
+	if s := pod.Annotations[kubeapi.AnnotationSpec]; s != "" {
+		if err := strictJSON(s, &spec); err != nil {
+			return spec, podErr("InvalidAnnotation", "annotation %s: %v", kubeapi.AnnotationSpec, err)
+		}
+		if spec.Isolation != "" || spec.Runtime != "" || spec.Image != "" || spec.Agent != nil || spec.FromSnapshot != "" || spec.Start {
+			return spec, podErr("InvalidAnnotation", "annotation %s: isolation, runtime, image, agent, start and fromSnapshot come from the Pod (runtime class, image, command)", kubeapi.AnnotationSpec)
+		}
+	}
+	if s := pod.Annotations[kubeapi.AnnotationNetwork]; s != "" {
+		var n api.Network
+		if err := strictJSON(s, &n); err != nil {
+			return spec, podErr("InvalidAnnotation", "annotation %s: %v", kubeapi.AnnotationNetwork, err)
+		}
+		spec.Network = n
+	}
+	spec.Isolation, spec.Runtime = rc.Isolation, rc.Runtime
+	if name, ok := strings.CutPrefix(c.Image, kubeapi.TemplateImagePrefix); ok {
+		spec.Template = name
+	} else {
+		spec.Image = c.Image
+	}
+	if cmd := append(append([]string{}, c.Command...), c.Args...); len(cmd) > 0 {
+		spec.Agent = &api.Agent{Command: cmd}
+	}
+	if c.WorkingDir != "" {
+		spec.Workdir = c.WorkingDir
+	}
+	if len(c.Env) > 0 {
+		env := map[string]string{}
+		maps.Copy(env, spec.Environment)
+		for _, e := range c.Env {
+			env[e.Name] = e.Value // the virtual kubelet resolved valueFrom already
+		}
+		spec.Environment = env
+	}
+	if err := limitsOf(c.Resources, &spec.Resources); err != nil {
+		return spec, err
+	}
+	if spec.Name == "" {
+		spec.Name = pod.Namespace + "/" + pod.Name
+	}
+	md := map[string]string{}
+	maps.Copy(md, spec.Metadata)
+	md[MetaNamespace], md[MetaPod], md[MetaUID], md[MetaNode] = pod.Namespace, pod.Name, string(pod.UID), node
+	spec.Metadata = md
+	return spec, nil
+}
+
+// limitsOf sets r from a container's limits (its requests when it has no limit): cpu in
+// vCPUs, memory in MiB, ephemeral-storage as the writable layer's size. Above airlock's maxima
+// the create is refused with the field named, and the Pod fails with it.
+func limitsOf(req corev1.ResourceRequirements, r *api.Resources) error {
+	pick := func(name corev1.ResourceName) (q int64, milli int64, ok bool) {
+		v, ok := req.Limits[name]
+		if !ok {
+			v, ok = req.Requests[name]
+		}
+		if !ok {
+			return 0, 0, false
+		}
+		return v.Value(), v.MilliValue(), true
+	}
+	if _, m, ok := pick(corev1.ResourceCPU); ok {
+		r.CPU = api.VCPU(float64(m) / 1000)
+	}
+	if b, _, ok := pick(corev1.ResourceMemory); ok {
+		r.MemoryMB = mib(b)
+	}
+	if b, _, ok := pick(corev1.ResourceEphemeralStorage); ok {
+		r.DiskMB = mib(b)
+	}
+	for name := range req.Limits {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		default:
+			return podErr("UnsupportedResource", "resource %s: an airlock sandbox is limited in cpu, memory and ephemeral-storage", name)
+		}
+	}
+	return nil
+}
+
+// mib rounds bytes up to MiB.
+func mib(b int64) int64 { return (b + (1<<20 - 1)) >> 20 }
+
+// strictJSON decodes s into v, refusing unknown fields and trailing data.
+func strictJSON(s string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after the JSON object")
+	}
+	return nil
+}
