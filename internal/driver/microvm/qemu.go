@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -33,18 +34,22 @@ var _ VMM = (*qemu)(nil)
 // Name implements VMM.
 func (q *qemu) Name() string { return "qemu " + q.version }
 
-// args is QEMU's command line for cfg, the control socket at descriptor ctlFd.
-func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
+// args is QEMU's command line for cfg, the control socket at descriptor ctlFd, the monitor at
+// qmpFd, guest RAM at ramFd.
+func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd int) []string {
 	accel, cpu := "tcg,thread=multi,tb-size=64", "max"
 	if cfg.Accel == AccelKVM {
 		accel, cpu = "kvm", "host"
 	}
 	mem := strconv.FormatInt(cfg.MemoryMB, 10)
 	a := []string{q.path,
-		// Guest RAM is a memfd: QEMU madvises its private RAM for transparent huge pages, which
-		// a guest touching a page here and there turns into 2 MiB of the host's memory each
-		// (an idle VM held 270 MiB of them); the memfd's pages are the 4 KiB the guest touched.
-		"-object", "memory-backend-memfd,id=ram,share=on,size=" + mem + "M",
+		// Guest RAM is a memfd the driver made (VMConfig.RAM), shared: QEMU madvises its
+		// private RAM for transparent huge pages, which a guest touching a page here and there
+		// turns into 2 MiB of the host's memory each (an idle VM held 270 MiB of them); the
+		// memfd's pages are the 4 KiB the guest touched. Being the driver's, it is saved and
+		// restored beside QEMU's migration stream, which then carries the devices only
+		// (x-ignore-shared: memory.go).
+		"-object", "memory-backend-file,id=ram,share=on,mem-path=/proc/self/fd/" + strconv.Itoa(ramFd) + ",size=" + mem + "M",
 		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram",
 		"-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(cfg.VCPUs), "-m", mem,
@@ -58,9 +63,17 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
 		"-device", "virtserialport,chardev=ctl,name=" + vm.PortName,
 		"-chardev", "socket,id=qmp,fd=" + strconv.Itoa(qmpFd), "-mon", "chardev=qmp,mode=control",
 	}
+	if cfg.Incoming {
+		a = append(a, "-S", "-incoming", "defer")
+	}
 	if cfg.Disk != "" {
 		a = append(a, "-drive", "id=disk,file="+cfg.Disk+",format=raw,if=none,cache=unsafe,discard=unmap",
-			"-device", "virtio-blk-device,drive=disk")
+			"-device", "virtio-blk-device,drive=disk,serial="+vm.SerialLayer)
+	}
+	for i, img := range cfg.Images {
+		id := "ro" + strconv.Itoa(i)
+		a = append(a, "-drive", "id="+id+",file="+img.Path+",format=raw,if=none,readonly=on",
+			"-device", "virtio-blk-device,drive="+id+",serial="+img.Serial)
 	}
 	if len(cfg.Share) > 0 {
 		a = append(a, "-fsdev", "local,id=share,path="+shareRoot(cfg.Jail.Dir)+",readonly=on,security_model=none",
@@ -99,9 +112,22 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		return nil, err
 	}
 	defer qmpTheirs.Close()
-	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor.
-	jc := jailConfig{Args: q.args(cfg, 4, 5), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
-		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir}
+	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor, 6 guest
+	// RAM, 7 what to lay into it first.
+	jc := jailConfig{Args: q.args(cfg, 4, 5, 6), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
+		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir, RAMSize: cfg.MemoryMB << 20, RAMFill: cfg.RAMFill != nil}
+	files := []*os.File{goR, cfg.Control, qmpTheirs, cfg.RAM}
+	var fillW *os.File
+	if cfg.RAMFill != nil {
+		fillR, w, err := os.Pipe()
+		if err != nil {
+			qmpOurs.Close()
+			return nil, err
+		}
+		defer fillR.Close()
+		fillW = w
+		files = append(files, fillR)
+	}
 	if len(cfg.Share) > 0 {
 		jc.Share, jc.Mounts = shareRoot(cfg.Jail.Dir), cfg.Share
 	}
@@ -119,7 +145,7 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		Env:        []string{},
 		Stdout:     cfg.Console,
 		Stderr:     cfg.Console,
-		ExtraFiles: []*os.File{goR, cfg.Control, qmpTheirs},
+		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
 			Pdeathsig:  syscall.SIGKILL,
@@ -133,9 +159,21 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	if err != nil {
 		qmpOurs.Close()
+		if fillW != nil {
+			fillW.Close()
+		}
 		return nil, fmt.Errorf("start the VMM's jail: %w", err)
 	}
 	v := &qemuVM{cmd: cmd, qmp: newQMP(qmpOurs)}
+	if fillW != nil {
+		// The jail lays it into guest RAM, in the VM's cgroup, before it executes QEMU.
+		v.filled = make(chan error, 1)
+		go func() {
+			_, err := io.Copy(fillW, cfg.RAMFill)
+			fillW.Close()
+			v.filled <- err
+		}()
+	}
 	if cfg.Jail.Cgroup != nil {
 		if err := cfg.Jail.Cgroup.AddProc(cmd.Process.Pid); err != nil {
 			_ = v.Kill()
@@ -155,6 +193,8 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 type qemuVM struct {
 	cmd *exec.Cmd
 	qmp *qmp
+	// filled reports the copy of VMConfig.RAMFill to the jail, when there is one.
+	filled chan error
 }
 
 func (v *qemuVM) Pid() int { return v.cmd.Process.Pid }

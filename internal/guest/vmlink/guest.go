@@ -33,6 +33,8 @@ type Guest struct {
 	mu        sync.Mutex           // guards execs and partsLeft
 	execs     map[string][]*stream // the output streams of each running exec
 	partsLeft int                  // bytes of a message in parts still to come (not JSON)
+
+	held bool // the writer is held for a save (fQuiesce), until fResume; the frame reader's alone
 }
 
 type outPacket struct {
@@ -96,7 +98,38 @@ func (g *Guest) frame(typ byte, id uint32, p []byte) {
 		g.packet(p)
 	case fCall:
 		go g.call(id, append([]byte(nil), p...))
+	case fQuiesce:
+		// Everything the host sent before has been read; what this side sends stops at a
+		// frame boundary, after the answer, until fResume.
+		if !g.held && g.m.fw.hold(fQuiesced, 0) == nil {
+			g.held = true
+		}
+	case fResume:
+		if len(p) == 1 && p[0] == 1 {
+			g.reset()
+		}
+		if g.held {
+			g.held = false
+			g.m.fw.mu.Unlock()
+		}
 	}
+}
+
+// reset drops the streams of the host this VM was saved with: a restored VM has a new host,
+// which knows none of them. Their local ends are closed as if that host had gone away.
+func (g *Guest) reset() {
+	g.m.mu.Lock()
+	old := g.m.streams
+	g.m.streams = map[uint32]*stream{}
+	g.m.mu.Unlock()
+	for _, s := range old {
+		s.stop()
+		s.push(nil, true)
+	}
+	g.mu.Lock()
+	g.execs = map[string][]*stream{}
+	g.partsLeft = 0
+	g.mu.Unlock()
 }
 
 func (g *Guest) call(id uint32, p []byte) {

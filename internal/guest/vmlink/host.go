@@ -2,6 +2,8 @@ package vmlink
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,9 +22,10 @@ type Host struct {
 	m   *mux
 	ctl int // init's end of the control socket pair: what the host side of init talks to
 
-	mu    sync.Mutex // guards calls and callID
-	calls map[uint32]chan reply
-	id    uint32
+	mu       sync.Mutex // guards calls, id and quiesced
+	calls    map[uint32]chan reply
+	id       uint32
+	quiesced chan struct{} // closed by the guest's fQuiesced (Quiesce)
 
 	hello chan Hello
 }
@@ -30,6 +33,23 @@ type Host struct {
 // NewHost bridges ctl, init's end of a SOCK_SEQPACKET control socket pair, to link, the byte
 // stream of the VM's serial port; it owns both from then on. It returns at once.
 func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
+	return newHost(link, ctl, 1, false)
+}
+
+// ResumeHost is NewHost for a VM restored from a save that Quiesce prepared: the guest agent is
+// told to drop the streams of the host it was saved with (what their processes write gets
+// EPIPE, as when an exec's host went away) and to go on. The new host's stream ids start at a
+// random place, apart from the old host's that may still be in flight.
+func ResumeHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	first := binary.BigEndian.Uint32(b[:])>>2 | 1<<30 | 1 // odd, far from 1
+	return newHost(link, ctl, first, true)
+}
+
+func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, restored bool) (*Host, error) {
 	fd, err := unix.Dup(int(ctl.Fd()))
 	ctl.Close()
 	if err != nil {
@@ -37,8 +57,15 @@ func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
 		return nil, fmt.Errorf("vm link: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	h := &Host{m: newMux(link, 1), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1)}
+	h := &Host{m: newMux(link, first), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1)}
 	h.m.handle = h.frame
+	if restored {
+		if err := h.m.fw.write(fResume, 0, []byte{1}); err != nil {
+			link.Close()
+			unix.Close(fd)
+			return nil, fmt.Errorf("vm link: %w", err)
+		}
+	}
 	go h.m.run()
 	go h.readControl()
 	go func() {
@@ -54,6 +81,33 @@ func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
 	}()
 	return h, nil
 }
+
+// Quiesce brings the link to rest for a save of the VM: once it returns, neither side sends
+// anything, and both have received everything the other sent, so the byte stream is at a frame
+// boundary both ways and nothing is in flight. Resume (or, in a VM restored from the save,
+// ResumeHost) ends it; on an error the link is resumed already.
+func (h *Host) Quiesce(ctx context.Context) error {
+	ch := make(chan struct{})
+	h.mu.Lock()
+	h.quiesced = ch
+	h.mu.Unlock()
+	if err := h.m.fw.hold(fQuiesce, 0); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		_ = h.m.fw.release(fResume, 0, []byte{0})
+		return fmt.Errorf("vm link: the guest agent did not come to rest: %w", ctx.Err())
+	case <-h.m.done:
+		_ = h.m.fw.release(fResume, 0, []byte{0})
+		return ErrClosed
+	}
+}
+
+// Resume lets the link go on after Quiesce.
+func (h *Host) Resume() error { return h.m.fw.release(fResume, 0, []byte{0}) }
 
 // Hello delivers the guest agent's hello once it booted.
 func (h *Host) Hello() <-chan Hello { return h.hello }
@@ -170,6 +224,13 @@ func (h *Host) frame(typ byte, id uint32, p []byte) {
 		if ch != nil {
 			ch <- r
 		}
+	case fQuiesced:
+		h.mu.Lock()
+		if h.quiesced != nil {
+			close(h.quiesced)
+			h.quiesced = nil
+		}
+		h.mu.Unlock()
 	case fHello:
 		var hello Hello
 		if err := json.Unmarshal(p, &hello); err != nil {
