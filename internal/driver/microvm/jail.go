@@ -44,9 +44,9 @@ type jailConfig struct {
 	// Lowers, with Build, are directories stacked read-only at Share (an overlay, top first)
 	// instead of Mounts.
 	Lowers []string `json:"lowers,omitempty"`
-	// RAMFill says descriptor 7 carries extents (memory.go) to lay into guest RAM, descriptor
-	// 6, of RAMSize bytes, before QEMU starts.
-	RAMFill bool  `json:"ramFill,omitempty"`
+	// RAMFill, when not 0, is the descriptor carrying extents (memory.go) to lay into guest RAM,
+	// descriptor 6, of RAMSize bytes, before QEMU starts.
+	RAMFill int   `json:"ramFill,omitempty"`
 	RAMSize int64 `json:"ramSize,omitempty"`
 }
 
@@ -93,9 +93,9 @@ func jail() error {
 	if c.Build {
 		return syscall.Exec(c.Args[0], c.Args, []string{})
 	}
-	if c.RAMFill {
+	if c.RAMFill != 0 {
 		// In the VM's cgroup already: the pages written are charged to the VM.
-		fill := os.NewFile(7, "ram-fill")
+		fill := os.NewFile(uintptr(c.RAMFill), "ram-fill")
 		err := layExtents(fill, fdWriterAt(6), c.RAMSize)
 		fill.Close()
 		if err != nil {

@@ -35,8 +35,8 @@ var _ VMM = (*qemu)(nil)
 func (q *qemu) Name() string { return "qemu " + q.version }
 
 // args is QEMU's command line for cfg, the control socket at descriptor ctlFd, the monitor at
-// qmpFd, guest RAM at ramFd.
-func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd int) []string {
+// qmpFd, guest RAM at ramFd, the read-only images from imgFd on (in cfg.Images's order).
+func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd, imgFd int) []string {
 	accel, cpu := "tcg,thread=multi,tb-size=64", "max"
 	if cfg.Accel == AccelKVM {
 		accel, cpu = "kvm", "host"
@@ -70,9 +70,12 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd int) []string {
 		a = append(a, "-drive", "id=disk,file="+cfg.Disk+",format=raw,if=none,cache=unsafe,discard=unmap",
 			"-device", "virtio-blk-device,drive=disk,serial="+vm.SerialLayer)
 	}
+	// The images are opened by the level and passed as descriptors (an fd set each): an image
+	// of an OCI image or a template holds files only root may read, and is root's alone.
 	for i, img := range cfg.Images {
-		id := "ro" + strconv.Itoa(i)
-		a = append(a, "-drive", "id="+id+",file="+img.Path+",format=raw,if=none,readonly=on",
+		id, fd := "ro"+strconv.Itoa(i), strconv.Itoa(imgFd+i)
+		a = append(a, "-add-fd", "fd="+fd+",set="+fd,
+			"-drive", "id="+id+",file=/dev/fdset/"+fd+",format=raw,if=none,readonly=on",
 			"-device", "virtio-blk-device,drive="+id+",serial="+img.Serial)
 	}
 	if len(cfg.Share) > 0 {
@@ -113,12 +116,22 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	defer qmpTheirs.Close()
 	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor, 6 guest
-	// RAM, 7 what to lay into it first.
-	jc := jailConfig{Args: q.args(cfg, 4, 5, 6), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
-		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir, RAMSize: cfg.MemoryMB << 20, RAMFill: cfg.RAMFill != nil}
+	// RAM, from 7 the images, then what to lay into guest RAM first.
 	files := []*os.File{goR, cfg.Control, qmpTheirs, cfg.RAM}
+	for _, img := range cfg.Images {
+		f, err := os.Open(img.Path)
+		if err != nil {
+			qmpOurs.Close()
+			return nil, fmt.Errorf("image %s: %w", img.Path, err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	jc := jailConfig{Args: q.args(cfg, 4, 5, 6, 7), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
+		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir, RAMSize: cfg.MemoryMB << 20}
 	var fillW *os.File
 	if cfg.RAMFill != nil {
+		jc.RAMFill = len(files) + 3
 		fillR, w, err := os.Pipe()
 		if err != nil {
 			qmpOurs.Close()

@@ -325,7 +325,9 @@ func (r *rootImages) make(ctx context.Context, name string, src source, t tree) 
 	if again.key != t.key {
 		return "", errors.New("the files changed while their image was made; the next VM tries again")
 	}
-	if err := os.Chmod(tmp, 0o444); err != nil {
+	// Root's alone: an image of an OCI image or a template holds what only root may read there;
+	// the VMM gets it as a descriptor (qemu.go).
+	if err := os.Chmod(tmp, 0o400); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, name); err != nil {

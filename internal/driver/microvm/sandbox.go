@@ -296,7 +296,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	if from != nil {
 		d.log.Debug("VM restored", "sandbox", id, "disk", from.tDisk, "vmmStarted", from.tStarted, "stateLoaded", from.tLoaded, "took", time.Since(tBegin))
 	}
-	return &Sandbox{hs: s, link: link, vm: v, machine: machine}, nil
+	return &Sandbox{hs: s, link: link, vm: v, machine: machine, paused: ks.paused}, nil
 }
 
 // kernelStats reads the guest kernel's counters of the sandbox (host.Launcher.Kernel); a paused
@@ -352,13 +352,15 @@ func consoleTail(path string) string {
 	return "; the guest's console: " + string(bytes.TrimSpace(b))
 }
 
-// Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer
-// (the host does not reach the guest's files: no FileRooter, Layerer or Snapshotter yet).
+// Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer (the
+// host does not reach the guest's files: no FileRooter or Layerer; the agent serves the files
+// API, driver.FileServer).
 type Sandbox struct {
 	hs      *host.Sandbox
 	link    *vmlink.Host
 	vm      VM
-	machine bool // a Snapshot with mem saves the VM (it has no 9p share)
+	machine bool         // a Snapshot with mem saves the VM (it has no 9p share)
+	paused  *atomic.Bool // the VM is stopped (Pause)
 }
 
 var (
@@ -368,6 +370,7 @@ var (
 	_ driver.Pauser      = (*Sandbox)(nil)
 	_ driver.Statser     = (*Sandbox)(nil)
 	_ driver.Claimer     = (*Sandbox)(nil)
+	_ driver.FileServer  = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.

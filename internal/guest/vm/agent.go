@@ -214,8 +214,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	link.Rewrite = rewrite
+	files := &fileServer{link: link, initPid: cmd.Process.Pid}
+	link.Rewrite = func(b []byte, fds []int) ([]byte, []int, error) { return rewrite(b, fds, files.configured) }
 	link.Handle = func(kind string, body json.RawMessage) (any, error) {
+		if out, ok, err := files.handle(kind, body); ok {
+			return out, err
+		}
 		switch kind {
 		case "stats":
 			return stats(p), nil

@@ -17,11 +17,13 @@ import (
 // (TemplateDir), the generated /etc's (EtcDir), the shares of the operator's volumes (ShareDir,
 // WritableDir) — and the agent clones each, as the guest's root, and sends the clones in their
 // place.
-func rewrite(b []byte, fds []int) ([]byte, []int, error) {
+// configured is told the configuration (the files API learns the sandbox's user from it).
+func rewrite(b []byte, fds []int, configured func(*guest.Config)) ([]byte, []int, error) {
 	var m guest.Message
 	if err := json.Unmarshal(b, &m); err != nil || m.Kind != guest.MsgConfig || m.Config == nil {
 		return b, fds, nil
 	}
+	configured(m.Config)
 	binds := m.Config.Root.Binds
 	for i := range binds {
 		if binds[i].Empty {

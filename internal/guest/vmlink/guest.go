@@ -2,6 +2,7 @@ package vmlink
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -35,6 +36,9 @@ type Guest struct {
 	partsLeft int                  // bytes of a message in parts still to come (not JSON)
 
 	held bool // the writer is held for a save (fQuiesce), until fResume; the frame reader's alone
+
+	upMu    sync.Mutex          // guards uploads
+	uploads map[uint32]*os.File // the read ends of upload streams, until Upload takes them
 }
 
 type outPacket struct {
@@ -81,6 +85,40 @@ func (g *Guest) Run() {
 // Close ends the link.
 func (g *Guest) Close() { g.m.close() }
 
+// registerUpload opens the stream of a call that uploads (StreamBody.Upload) before any of its
+// data arrives: the frame reader calls it as it reads the call.
+func (g *Guest) registerUpload(p []byte) {
+	var msg callMsg
+	var sb StreamBody
+	if json.Unmarshal(p, &msg) != nil || json.Unmarshal(msg.Body, &sb) != nil || !sb.Upload {
+		return
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return // the handler finds no stream and fails the call
+	}
+	g.m.open(sb.Stream, fileOf(fds[1], "airlock-vmlink"), false, true).start()
+	g.upMu.Lock()
+	if g.uploads == nil {
+		g.uploads = map[uint32]*os.File{}
+	}
+	g.uploads[sb.Stream] = os.NewFile(uintptr(fds[0]), "airlock-vmlink-upload")
+	g.upMu.Unlock()
+}
+
+// Upload takes the reader of upload stream id (a call's StreamBody with Upload); the caller
+// closes it.
+func (g *Guest) Upload(id uint32) (*os.File, error) {
+	g.upMu.Lock()
+	defer g.upMu.Unlock()
+	f, ok := g.uploads[id]
+	if !ok {
+		return nil, fmt.Errorf("vm link: no upload stream %d", id)
+	}
+	delete(g.uploads, id)
+	return f, nil
+}
+
 // SendStream opens stream id, which the host made for a call's answer (CallStream): what is
 // written to the writer goes to the host until it is closed.
 func (g *Guest) SendStream(id uint32) (io.WriteCloser, error) {
@@ -97,7 +135,9 @@ func (g *Guest) frame(typ byte, id uint32, p []byte) {
 	case fPacket:
 		g.packet(p)
 	case fCall:
-		go g.call(id, append([]byte(nil), p...))
+		p = append([]byte(nil), p...)
+		g.registerUpload(p)
+		go g.call(id, p)
 	case fQuiesce:
 		// Everything the host sent before has been read; what this side sends stops at a
 		// frame boundary, after the answer, until fResume.
@@ -130,6 +170,12 @@ func (g *Guest) reset() {
 	g.execs = map[string][]*stream{}
 	g.partsLeft = 0
 	g.mu.Unlock()
+	g.upMu.Lock()
+	for _, f := range g.uploads {
+		f.Close()
+	}
+	g.uploads = nil
+	g.upMu.Unlock()
 }
 
 func (g *Guest) call(id uint32, p []byte) {

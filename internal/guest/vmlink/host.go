@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -132,6 +133,11 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 	if err != nil {
 		return err
 	}
+	return h.call(ctx, b, out, nil)
+}
+
+// call sends the encoded call b and waits for its answer; sent, when set, runs once it is sent.
+func (h *Host) call(ctx context.Context, b []byte, out any, sent func()) error {
 	ch := make(chan reply, 1)
 	h.mu.Lock()
 	h.id++
@@ -145,6 +151,9 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 	}()
 	if err := h.m.fw.write(fCall, id, b); err != nil {
 		return err
+	}
+	if sent != nil {
+		sent()
 	}
 	select {
 	case r, ok := <-ch:
@@ -170,6 +179,67 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 type StreamBody struct {
 	Stream uint32          `json:"stream"`
 	Body   json.RawMessage `json:"body,omitempty"`
+	// Upload says the stream carries data to the guest (CallUpload), not from it.
+	Upload bool `json:"upload,omitempty"`
+}
+
+// CallReader asks the guest agent kind with body, which answers (into out) and then writes a
+// stream of bytes: the reader returned reads it. Closing the reader stops the stream.
+func (h *Host) CallReader(ctx context.Context, kind string, body, out any) (io.ReadCloser, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s := h.m.open(0, pw, false, true)
+	s.start()
+	b, err := json.Marshal(body)
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	if err := h.Call(ctx, kind, StreamBody{Stream: s.id, Body: b}, out); err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return pr, nil
+}
+
+// CallUpload asks the guest agent kind with body and src as a stream the agent reads
+// (Guest.Upload), and decodes its answer into out. An error reading src is returned (the agent
+// saw the stream end early).
+func (h *Host) CallUpload(ctx context.Context, kind string, body any, src io.Reader, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	s := h.m.open(0, pr, true, false)
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(pw, src)
+		pw.Close()
+		copied <- err
+	}()
+	msg, err := json.Marshal(callMsg{Kind: kind, Body: mustJSON(StreamBody{Stream: s.id, Body: b, Upload: true})})
+	if err != nil {
+		return err
+	}
+	// The agent registers the stream when it reads the call, before any of its data.
+	err = h.call(ctx, msg, out, s.start)
+	s.stop() // the agent read what it wanted; what is left of src is not sent
+	pr.Close()
+	if cerr := <-copied; cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
+		return errors.Join(cerr, err)
+	}
+	return err
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // CallStream asks the guest agent kind, which writes its answer as a stream of bytes: they are

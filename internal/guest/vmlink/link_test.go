@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -220,5 +221,79 @@ func TestQuiesce(t *testing.T) {
 	defer h2.Close()
 	if n := call(h2); n != 3 {
 		t.Fatalf("the restored guest answered call %d, want 3", n)
+	}
+}
+
+// TestUploadAndReader: a call's upload stream reaches the agent whole, or as far as the agent
+// reads it before it answers, without the host stalling; a call's reader gets the agent's stream.
+func TestUploadAndReader(t *testing.T) {
+	hostSide, initEnd := pair(t)
+	defer hostSide.Close()
+	agentEnd, initSide := pair(t)
+	defer initSide.Close()
+	hs, gs := streamPair(t)
+	h, err := NewHost(hs, initEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	g, err := NewGuest(gs, agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Handle = func(kind string, body json.RawMessage) (any, error) {
+		var sb StreamBody
+		if err := json.Unmarshal(body, &sb); err != nil {
+			return nil, err
+		}
+		switch kind {
+		case "all", "some":
+			f, err := g.Upload(sb.Stream)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			if kind == "some" {
+				b := make([]byte, 10)
+				n, err := io.ReadFull(f, b)
+				return n, err
+			}
+			b, err := io.ReadAll(f)
+			return len(b), err
+		case "read":
+			w, err := g.SendStream(sb.Stream)
+			if err != nil {
+				return nil, err
+			}
+			go func() {
+				_, _ = w.Write(bytes.Repeat([]byte("r"), 700000))
+				w.Close()
+			}()
+			return "ok", nil
+		}
+		return nil, fmt.Errorf("no call %s", kind)
+	}
+	go g.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := strings.Repeat("u", 3<<20) // past the window: credit must flow
+	for _, c := range []struct {
+		kind string
+		want int
+	}{{"all", len(big)}, {"some", 10}} {
+		var n int
+		if err := h.CallUpload(ctx, c.kind, nil, strings.NewReader(big), &n); err != nil || n != c.want {
+			t.Fatalf("%s: %d bytes, %v; want %d", c.kind, n, err, c.want)
+		}
+	}
+	var ok string
+	rc, err := h.CallReader(ctx, "read", nil, &ok)
+	if err != nil || ok != "ok" {
+		t.Fatalf("reader: %q %v", ok, err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || len(b) != 700000 {
+		t.Fatalf("read %d bytes: %v", len(b), err)
 	}
 }
