@@ -136,9 +136,10 @@ bench-wasm: deps build
 	$(GO) run ./test/bench/wasm -airlock $(BIN)
 
 # The microvm level: boot to ready vs a raw QEMU boot of the same kernel and initramfs, exec
-# round trips vs the process level, the idle VMM's memory (docs/levels.md#microvm-figures).
-bench-microvm: deps
-	$(GO) run ./test/bench/microvm
+# round trips vs the process level, the idle VMM's memory, restore from a memory snapshot, and a
+# claim from a warm pool through the daemon (docs/levels.md#microvm-figures).
+bench-microvm: deps build
+	$(GO) run ./test/bench/microvm -airlock $(BIN)
 
 bench-network: deps
 	$(GO) run ./test/bench/network

@@ -21,6 +21,7 @@ command -v node >/dev/null || need+=(nodejs npm)      # the SDKs' and the web co
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)  # the microvm level's VMM
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)  # the microvm level formats its writable disks
 command -v xz >/dev/null || need+=(xz-utils)          # the microvm level's kernel is extracted with it
+command -v mkfs.erofs >/dev/null || need+=(erofs-utils) # the microvm level's read-only root images
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
@@ -63,6 +64,6 @@ here=$(dirname "$0")
 "$here/wasm/fetch-quickjs.sh" || echo "setup: quickjs-wasi could not be fetched; the wasm level will lack javascript" >&2
 
 # The microvm level's guest kernel: Debian's linux-image package, pinned and checked, its vmlinux
-# and the virtio, 9p and ext4 modules, in /usr/local/lib/airlock/microvm (returns at once when
+# and the virtio, erofs, overlay, 9p and ext4 modules, in /usr/local/lib/airlock/microvm (returns at once when
 # current). Without it the microvm level is unavailable (airlock doctor says why).
 "$here/microvm/fetch-kernel.sh" || echo "setup: the microvm guest kernel could not be fetched; the microvm level will be unavailable" >&2

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -115,6 +116,25 @@ type FileRooter interface {
 	// resolves every path beneath this directory with the kernel's RESOLVE_IN_ROOT, so neither
 	// ".." nor a symlink can lead out of it.
 	FileRoot() (root *os.File, uid, gid int, err error)
+}
+
+// FileServer is a sandbox whose files the host does not reach (a VM's disk is its guest's
+// alone): its own side serves the files API instead, with the same checks.
+type FileServer interface {
+	// OpenFiles opens the sandbox's filesystem for one session of the files API, bound to ctx.
+	OpenFiles(ctx context.Context) (Files, error)
+}
+
+// Files is a sandbox's filesystem as the files API uses it: fsroot.Root's calls, on sandbox
+// paths, with its errors (errdefs kinds). Close ends the session.
+type Files interface {
+	Open(p string) (io.ReadCloser, api.FileInfo, error)
+	Stat(p string) (api.FileInfo, error)
+	List(p string) ([]api.FileInfo, error)
+	Write(p string, src io.Reader, mode os.FileMode, limit int64, parents bool) (api.FileInfo, error)
+	Mkdir(p string, parents bool) (api.FileInfo, error)
+	Remove(p string, recursive bool) error
+	Close() error
 }
 
 // Networker is a sandbox whose network policy can change while it runs (PUT .../network). The

@@ -38,6 +38,9 @@ func Registry(cfg Config, network *egress.Service, images *image.Store, log *slo
 	r.Register(wasm.New(cfg.Wasm.Config(cfg.DataDir), proc, log.With("level", "wasm")))
 	m := cfg.microvmConfig()
 	m.Network = network
+	if images != nil {
+		m.Images = images
+	}
 	r.Register(microvm.New(m, proc.Runtime(), log.With("level", "microvm")))
 	return r
 }

@@ -3,8 +3,9 @@
 # linux-image package (pinned below, its .deb checked against the pinned sha256), from which it
 # takes an uncompressed vmlinux (QEMU's microvm machine boots it through its PVH entry, about
 # twice as fast as a bzImage under TCG) and the few modules the guest loads at boot, with their
-# dependencies: virtio over MMIO, the serial control channel, block disks, the network card, 9p
-# (the host's read-only share) and ext4 (the writable layer).
+# dependencies: virtio over MMIO, the serial control channel, block disks, the network card, erofs
+# (the read-only images of the root: the host template, OCI layers, templates), overlay (an
+# image's layers stacked), 9p (the operator's volumes) and ext4 (the writable layer).
 #
 # Usage: scripts/microvm/fetch-kernel.sh [DEST]
 #   DEST defaults to $AIRLOCK_MICROVM_DIR, then /usr/local/lib/airlock/microvm.
@@ -22,7 +23,8 @@ readonly VERSION=6.1.176-1
 readonly SHA256=7b5597492a0a65aee61985a492e6bcc3f2cde830072a0e3b3d8c7e1b90279bd3
 readonly KREL=6.1.0-50-amd64
 # The modules the guest needs; their dependencies are added from each module's modinfo.
-readonly WANT=(virtio_mmio virtio_console virtio_blk virtio_net 9pnet_virtio 9p ext4 crc32c_generic)
+# crc32c_generic first: libcrc32c (erofs') finds the crc32c algorithm when it loads.
+readonly WANT=(crc32c_generic virtio_mmio virtio_console virtio_blk virtio_net erofs overlay 9pnet_virtio 9p ext4)
 
 DEST="${1:-${AIRLOCK_MICROVM_DIR:-/usr/local/lib/airlock/microvm}}"
 DEST="${DEST%/}"

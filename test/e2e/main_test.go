@@ -84,7 +84,12 @@ func setup(tmp string) error {
 		return err
 	}
 	daemonCfg = filepath.Join(tmp, "daemon.json")
-	if err := os.WriteFile(daemonCfg, []byte(`{`+processDefault+`}`), 0o644); err != nil {
+	daemon := processDefault
+	if dir := os.Getenv("AIRLOCK_MICROVM_KERNEL_DIR"); dir != "" {
+		// A guest kernel installed elsewhere than make deps puts it (a branch's own, say).
+		daemon += fmt.Sprintf(`, "microvm": {"kernelDir": %q}`, dir)
+	}
+	if err := os.WriteFile(daemonCfg, []byte(`{`+daemon+`}`), 0o644); err != nil {
 		return err
 	}
 	addInstance(oneShotDir)

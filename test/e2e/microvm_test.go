@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,8 @@ func microvmLeaks(dataDir string) []string {
 }
 
 // TestMicroVMLevel drives a microvm sandbox through the daemon: create, exec in its own kernel,
-// a snapshot restored in place, terminate with nothing left; then a kill -9 of the daemon with a
+// a snapshot (with memory) restored in place, files uploaded and downloaded, terminate with
+// nothing left; then a kill -9 of the daemon with a
 // VM live, and a restart that marks it failed and removes every trace (the VMM dies with the
 // daemon: its parent-death signal).
 func TestMicroVMLevel(t *testing.T) {
@@ -77,6 +79,28 @@ func TestMicroVMLevel(t *testing.T) {
 	}
 	if got := strings.TrimSpace(shOK(t, c, sb.ID, "cat /workspace/f")); got != "kept" {
 		t.Fatalf("restored file: %q", got)
+	}
+	if !snap.Memory {
+		t.Errorf("a microvm sandbox's snapshot saved no memory: %+v", snap)
+	}
+	// The files API, served by the guest agent.
+	if _, err := c.WriteFile(bg(), sb.ID, "/workspace/up.txt", strings.NewReader("uploaded"), 0o644); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	if got := shOK(t, c, sb.ID, "cat /workspace/up.txt"); got != "uploaded" {
+		t.Fatalf("uploaded file in the VM: %q", got)
+	}
+	rc, err := c.ReadFile(bg(), sb.ID, "/workspace/f")
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(b) != "kept\n" {
+		t.Fatalf("download: %q %v", b, err)
+	}
+	if _, err := c.ReadFile(bg(), sb.ID, "/workspace/nope"); err == nil || !errors.As(err, &ce) || ce.StatusCode != 404 {
+		t.Fatalf("download of a missing file: %v, want a 404", err)
 	}
 	if _, err := c.Terminate(bg(), sb.ID); err != nil {
 		t.Fatal(err)

@@ -159,7 +159,7 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 		return ""
 	}
 	cfg := VMConfig{Kernel: d.kernel.vmlinux, Initrd: initrd, Accel: AccelKVM, VCPUs: 1, MemoryMB: 256,
-		Cmdline: cmdline(AccelKVM, 0, 0, false, false, false, false), Control: vmEnd, Console: con,
+		Cmdline: cmdline(AccelKVM, 0, 0, false, false, false), Control: vmEnd, Console: con,
 		Jail: JailSpec{UID: 65534, GID: 65534, Dir: jailDir}}
 	t0 := time.Now()
 	v, err := d.vmm.Start(ctx, cfg)
@@ -194,11 +194,11 @@ func (d *Driver) trial(ctx context.Context, initrd string) verdict {
 
 // KernelCmdline is the guest kernel's command line for accel without the sandbox's parameters:
 // what a raw boot of the same kernel and initramfs needs to be comparable (test/bench/microvm).
-func KernelCmdline(accel string) string { return cmdline(accel, 0, 0, false, false, false, false) }
+func KernelCmdline(accel string) string { return cmdline(accel, 0, 0, false, false, false) }
 
 // cmdline is the guest kernel's command line. Under TCG the microvm machine needs the TSC
 // declared (tsc_early_khz, tsc=reliable), or the kernel hangs calibrating it.
-func cmdline(accel string, memory, pids int64, disk, share, writable, net bool) string {
+func cmdline(accel string, memory, pids int64, share, writable, net bool) string {
 	a := []string{"console=ttyS0", "quiet", "loglevel=3", "panic=-1", "rdinit=" + vm.Arg0,
 		"i8042.noaux", "i8042.nokbd", "cryptomgr.notests", "random.trust_cpu=on",
 		// Initcalls a sandbox has no use for, and the slowest under TCG (initcall_debug: kprobe
@@ -214,9 +214,6 @@ func cmdline(accel string, memory, pids int64, disk, share, writable, net bool) 
 	}
 	if pids > 0 {
 		a = append(a, fmt.Sprintf("%s=%d", vm.ParamPids, pids))
-	}
-	if disk {
-		a = append(a, vm.ParamDisk+"=/dev/vda")
 	}
 	if share {
 		a = append(a, vm.ParamShare+"=1")

@@ -46,17 +46,22 @@ type Config struct {
 	CgroupParent string
 	// StateDir holds the VMs' files (disks, consoles), the initramfs and the accelerator verdict.
 	StateDir string
+	// ImageDir is the host-wide cache of the guests' read-only root images (rootimage.go),
+	// shared by every airlock on the host: the images are named by their content.
+	ImageDir string
 	// InitPath is the airlock binary that becomes every guest's PID 1 (it must be statically
 	// linked: the initramfs has no libraries). Empty: this executable.
 	InitPath string
 	// Network attaches sandboxes whose egress policy is not "none" (nil: only "none").
 	Network *egress.Service
+	// Images gives sandboxes made from an OCI image their layers (nil: images unavailable).
+	Images driver.Images
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{KernelDir: "/usr/local/lib/airlock/microvm", Accelerator: AccelAuto,
-		CgroupParent: "airlock-microvm", StateDir: StateDirOf("default")}
+		CgroupParent: "airlock-microvm", StateDir: StateDirOf("default"), ImageDir: "/var/cache/airlock/microvm"}
 }
 
 // Driver is the microvm level.
@@ -72,6 +77,8 @@ type Driver struct {
 
 	bootMu sync.Mutex // guards boot: the initramfs and the accelerator, decided at the first VM
 	boot   *bootSetup
+
+	roots *rootImages // the guests' read-only roots
 }
 
 var (
@@ -105,6 +112,9 @@ func New(cfg Config, rt *host.Runtime, log *slog.Logger) *Driver {
 	if cfg.StateDir == "" {
 		cfg.StateDir = def.StateDir
 	}
+	if cfg.ImageDir == "" {
+		cfg.ImageDir = def.ImageDir
+	}
 	if cfg.InitPath == "" {
 		cfg.InitPath, _ = os.Executable()
 	}
@@ -125,6 +135,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	c.Features = slices.Clone(c.Features)
 	return c
 }
+
+// ImageDir is where the level keeps the guests' root images.
+func (d *Driver) ImageDir() string { return d.cfg.ImageDir }
 
 // StateDir is where the level keeps its VMs' files.
 func (d *Driver) StateDir() string { return d.cfg.StateDir }
@@ -162,6 +175,9 @@ func (d *Driver) probe() driver.Capabilities {
 	}
 	_, mkfsErr := exec.LookPath("mkfs.ext4")
 	check("mkfs.ext4", true, mkfsErr == nil, map[bool]string{true: "formats each sandbox's writable disk", false: "mkfs.ext4 not found (fix: apt-get install e2fsprogs)"}[mkfsErr == nil])
+	erofs, erofsErr := exec.LookPath("mkfs.erofs")
+	check("mkfs.erofs", true, erofsErr == nil, map[bool]string{true: "builds the read-only images of the guests' roots in " + d.cfg.ImageDir, false: "mkfs.erofs not found (fix: make deps, or apt-get install erofs-utils)"}[erofsErr == nil])
+	d.roots = newRootImages(d.cfg.ImageDir, d.cfg.InitPath, erofs, d.log)
 	accel, why := d.accelVerdict()
 	check("accelerator", false, true, accel+": "+why)
 	c.Detail = "accelerator " + accel + ": " + why
@@ -176,7 +192,7 @@ func (d *Driver) probe() driver.Capabilities {
 		c.Reason = strings.Join(missing, "; ")
 		c.Fix = "make deps (QEMU and the guest kernel), run as root with cgroups, and use a statically linked airlock (CGO_ENABLED=0)"
 	}
-	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "limits:cpu,memory,pids,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem}
+	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "limits:cpu,memory,pids,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem, driver.FeatureSnapshotMemory}
 	if d.cfg.Network != nil {
 		c.Features = append(c.Features, "network:restricted", "network:open")
 	}
@@ -210,28 +226,47 @@ func (d *Driver) Create(ctx context.Context, id string, spec sandbox.Spec) (driv
 	if spec.Network.EgressPolicy != sandbox.EgressNone && d.cfg.Network == nil {
 		return nil, errdefs.Unavailable("network.egressPolicy", "%q needs airlock's network service, which this process has not configured", spec.Network.EgressPolicy)
 	}
-	if spec.RootDir != "" || spec.Image != "" {
-		return nil, errdefs.Unavailable("image", "the microvm level runs on the host template only so far (images and templates are not built yet)")
-	}
 	boot, err := d.setup(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("microvm level: %w: %w", err, errdefs.ErrSetup)
 	}
-	return d.start(ctx, id, spec, boot, nil)
+	return d.start(ctx, id, spec, boot, nil, nil)
 }
 
-// Restore implements driver.Restorer: a new VM whose init extracts the snapshot's layer onto its
-// fresh disk before anything runs. Memory images are not restored (yet).
+// Restore implements driver.Restorer: without mem, a new VM whose init extracts the snapshot's
+// layer onto its fresh disk before anything runs; with mem, the saved VM itself, its processes
+// going on where they were (memory.go). The layer is then read to its end only, for its digest:
+// the saved disk holds the same files.
 func (d *Driver) Restore(ctx context.Context, id string, spec sandbox.Spec, layer io.Reader, mem string) (driver.Sandbox, error) {
-	if mem != "" {
-		return nil, errdefs.Unavailable("snapshot", "the microvm level restores files only so far (memory snapshots are not built)")
-	}
 	if c := d.Capabilities(); !c.Available {
 		return nil, fmt.Errorf("microvm level: %s: %w", c.Reason, errdefs.ErrUnavailable)
 	}
+	var from *memRestore
+	if mem != "" {
+		m, err := readManifest(mem)
+		if err != nil {
+			return nil, err
+		}
+		from = &memRestore{dir: mem, m: m}
+	}
 	boot, err := d.setup(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("microvm level: %w: %w", err, errdefs.ErrSetup)
 	}
-	return d.start(ctx, id, spec, boot, layer)
+	if from == nil {
+		return d.start(ctx, id, spec, boot, layer, nil)
+	}
+	drained := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, layer)
+		drained <- err
+	}()
+	sb, err := d.start(ctx, id, spec, boot, nil, from)
+	if derr := <-drained; derr != nil {
+		if sb != nil {
+			driver.Discard(context.Background(), d.log, sb)
+		}
+		return nil, fmt.Errorf("restore the snapshot's layer: %w", derr)
+	}
+	return sb, err
 }

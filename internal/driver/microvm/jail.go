@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,16 @@ type jailConfig struct {
 	// Writable and WritableMounts are the writable share's.
 	Writable       string       `json:"writable,omitempty"`
 	WritableMounts []ShareMount `json:"writableMounts,omitempty"`
+	// Build says the jail makes a root image (rootimage.go): Args is mkfs.erofs, run as root
+	// (the tree holds host root's files) on the tree assembled at Share, with no network.
+	Build bool `json:"build,omitempty"`
+	// Lowers, with Build, are directories stacked read-only at Share (an overlay, top first)
+	// instead of Mounts.
+	Lowers []string `json:"lowers,omitempty"`
+	// RAMFill, when not 0, is the descriptor carrying extents (memory.go) to lay into guest RAM,
+	// descriptor 6, of RAMSize bytes, before QEMU starts.
+	RAMFill int   `json:"ramFill,omitempty"`
+	RAMSize int64 `json:"ramSize,omitempty"`
 }
 
 // Jail runs the jail and executes QEMU; it never returns.
@@ -60,7 +71,16 @@ func jail() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("private mounts: %w", err)
 	}
-	if c.Share != "" {
+	if c.Build && len(c.Lowers) > 0 {
+		esc := make([]string, len(c.Lowers))
+		for i, l := range c.Lowers {
+			esc[i] = strings.NewReplacer(`\`, `\\`, ":", `\:`, ",", `\,`).Replace(l)
+		}
+		o := "lowerdir=" + strings.Join(esc, ":")
+		if err := unix.Mount("overlay", c.Share, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
+			return fmt.Errorf("stack %s: %w", o, err)
+		}
+	} else if c.Share != "" {
 		if err := assembleShare(c.Share, c.Mounts, true); err != nil {
 			return fmt.Errorf("share: %w", err)
 		}
@@ -68,6 +88,18 @@ func jail() error {
 	if c.Writable != "" {
 		if err := assembleShare(c.Writable, c.WritableMounts, false); err != nil {
 			return fmt.Errorf("writable share: %w", err)
+		}
+	}
+	if c.Build {
+		return syscall.Exec(c.Args[0], c.Args, []string{})
+	}
+	if c.RAMFill != 0 {
+		// In the VM's cgroup already: the pages written are charged to the VM.
+		fill := os.NewFile(uintptr(c.RAMFill), "ram-fill")
+		err := layExtents(fill, fdWriterAt(6), c.RAMSize)
+		fill.Close()
+		if err != nil {
+			return fmt.Errorf("guest RAM: %w", err)
 		}
 	}
 	if c.KVM {
@@ -95,6 +127,7 @@ func jail() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
+
 	return syscall.Exec(c.Args[0], c.Args, []string{})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -33,18 +34,22 @@ var _ VMM = (*qemu)(nil)
 // Name implements VMM.
 func (q *qemu) Name() string { return "qemu " + q.version }
 
-// args is QEMU's command line for cfg, the control socket at descriptor ctlFd.
-func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
+// args is QEMU's command line for cfg, the control socket at descriptor ctlFd, the monitor at
+// qmpFd, guest RAM at ramFd, the read-only images from imgFd on (in cfg.Images's order).
+func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd, imgFd int) []string {
 	accel, cpu := "tcg,thread=multi,tb-size=64", "max"
 	if cfg.Accel == AccelKVM {
 		accel, cpu = "kvm", "host"
 	}
 	mem := strconv.FormatInt(cfg.MemoryMB, 10)
 	a := []string{q.path,
-		// Guest RAM is a memfd: QEMU madvises its private RAM for transparent huge pages, which
-		// a guest touching a page here and there turns into 2 MiB of the host's memory each
-		// (an idle VM held 270 MiB of them); the memfd's pages are the 4 KiB the guest touched.
-		"-object", "memory-backend-memfd,id=ram,share=on,size=" + mem + "M",
+		// Guest RAM is a memfd the driver made (VMConfig.RAM), shared: QEMU madvises its
+		// private RAM for transparent huge pages, which a guest touching a page here and there
+		// turns into 2 MiB of the host's memory each (an idle VM held 270 MiB of them); the
+		// memfd's pages are the 4 KiB the guest touched. Being the driver's, it is saved and
+		// restored beside QEMU's migration stream, which then carries the devices only
+		// (x-ignore-shared: memory.go).
+		"-object", "memory-backend-file,id=ram,share=on,mem-path=/proc/self/fd/" + strconv.Itoa(ramFd) + ",size=" + mem + "M",
 		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram",
 		"-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(cfg.VCPUs), "-m", mem,
@@ -58,9 +63,20 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd int) []string {
 		"-device", "virtserialport,chardev=ctl,name=" + vm.PortName,
 		"-chardev", "socket,id=qmp,fd=" + strconv.Itoa(qmpFd), "-mon", "chardev=qmp,mode=control",
 	}
+	if cfg.Incoming {
+		a = append(a, "-S", "-incoming", "defer")
+	}
 	if cfg.Disk != "" {
 		a = append(a, "-drive", "id=disk,file="+cfg.Disk+",format=raw,if=none,cache=unsafe,discard=unmap",
-			"-device", "virtio-blk-device,drive=disk")
+			"-device", "virtio-blk-device,drive=disk,serial="+vm.SerialLayer)
+	}
+	// The images are opened by the level and passed as descriptors (an fd set each): an image
+	// of an OCI image or a template holds files only root may read, and is root's alone.
+	for i, img := range cfg.Images {
+		id, fd := "ro"+strconv.Itoa(i), strconv.Itoa(imgFd+i)
+		a = append(a, "-add-fd", "fd="+fd+",set="+fd,
+			"-drive", "id="+id+",file=/dev/fdset/"+fd+",format=raw,if=none,readonly=on",
+			"-device", "virtio-blk-device,drive="+id+",serial="+img.Serial)
 	}
 	if len(cfg.Share) > 0 {
 		a = append(a, "-fsdev", "local,id=share,path="+shareRoot(cfg.Jail.Dir)+",readonly=on,security_model=none",
@@ -99,9 +115,32 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		return nil, err
 	}
 	defer qmpTheirs.Close()
-	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor.
-	jc := jailConfig{Args: q.args(cfg, 4, 5), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
-		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir}
+	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor, 6 guest
+	// RAM, from 7 the images, then what to lay into guest RAM first.
+	files := []*os.File{goR, cfg.Control, qmpTheirs, cfg.RAM}
+	for _, img := range cfg.Images {
+		f, err := os.Open(img.Path)
+		if err != nil {
+			qmpOurs.Close()
+			return nil, fmt.Errorf("image %s: %w", img.Path, err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	jc := jailConfig{Args: q.args(cfg, 4, 5, 6, 7), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
+		KVM: cfg.Accel == AccelKVM, Dir: cfg.Jail.Dir, RAMSize: cfg.MemoryMB << 20}
+	var fillW *os.File
+	if cfg.RAMFill != nil {
+		jc.RAMFill = len(files) + 3
+		fillR, w, err := os.Pipe()
+		if err != nil {
+			qmpOurs.Close()
+			return nil, err
+		}
+		defer fillR.Close()
+		fillW = w
+		files = append(files, fillR)
+	}
 	if len(cfg.Share) > 0 {
 		jc.Share, jc.Mounts = shareRoot(cfg.Jail.Dir), cfg.Share
 	}
@@ -119,7 +158,7 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		Env:        []string{},
 		Stdout:     cfg.Console,
 		Stderr:     cfg.Console,
-		ExtraFiles: []*os.File{goR, cfg.Control, qmpTheirs},
+		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
 			Pdeathsig:  syscall.SIGKILL,
@@ -133,9 +172,21 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	if err != nil {
 		qmpOurs.Close()
+		if fillW != nil {
+			fillW.Close()
+		}
 		return nil, fmt.Errorf("start the VMM's jail: %w", err)
 	}
 	v := &qemuVM{cmd: cmd, qmp: newQMP(qmpOurs)}
+	if fillW != nil {
+		// The jail lays it into guest RAM, in the VM's cgroup, before it executes QEMU.
+		v.filled = make(chan error, 1)
+		go func() {
+			_, err := io.Copy(fillW, cfg.RAMFill)
+			fillW.Close()
+			v.filled <- err
+		}()
+	}
 	if cfg.Jail.Cgroup != nil {
 		if err := cfg.Jail.Cgroup.AddProc(cmd.Process.Pid); err != nil {
 			_ = v.Kill()
@@ -155,6 +206,8 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 type qemuVM struct {
 	cmd *exec.Cmd
 	qmp *qmp
+	// filled reports the copy of VMConfig.RAMFill to the jail, when there is one.
+	filled chan error
 }
 
 func (v *qemuVM) Pid() int { return v.cmd.Process.Pid }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // qmp is a client of QEMU's machine protocol, over a socket pair whose other end QEMU got as its
@@ -35,8 +37,12 @@ type qmpReply struct {
 	QMP   json.RawMessage `json:"QMP"`
 }
 
-// do runs one command and waits for its answer, within ctx.
-func (q *qmp) do(ctx context.Context, cmd string) error {
+// do runs one command without arguments and waits for its answer, within ctx.
+func (q *qmp) do(ctx context.Context, cmd string) error { return q.call(ctx, cmd, nil, nil) }
+
+// call runs cmd with args (nil: none) and decodes its answer into out (nil: ignored), within ctx.
+// fd, when not negative, rides along with the command (getfd takes it).
+func (q *qmp) call(ctx context.Context, cmd string, args, out any, fd ...int) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if dl, ok := ctx.Deadline(); ok {
@@ -50,7 +56,7 @@ func (q *qmp) do(ctx context.Context, cmd string) error {
 	if q.err != nil {
 		return q.err
 	}
-	return q.exec(cmd)
+	return q.exec(cmd, args, out, fd...)
 }
 
 // greet reads the greeting and negotiates capabilities, once.
@@ -64,7 +70,7 @@ func (q *qmp) greet() {
 		err = errors.New("no QMP greeting")
 	}
 	if err == nil {
-		err = q.exec("qmp_capabilities")
+		err = q.exec("qmp_capabilities", nil, nil)
 	}
 	if err != nil {
 		q.err = fmt.Errorf("QEMU monitor: %w", err)
@@ -72,9 +78,22 @@ func (q *qmp) greet() {
 	q.ready = true
 }
 
-func (q *qmp) exec(cmd string) error {
-	b, _ := json.Marshal(map[string]string{"execute": cmd})
-	if _, err := q.f.Write(append(b, '\n')); err != nil {
+func (q *qmp) exec(cmd string, args, out any, fds ...int) error {
+	msg := map[string]any{"execute": cmd}
+	if args != nil {
+		msg["arguments"] = args
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if len(fds) > 0 {
+		err = q.sendWithFds(b, fds)
+	} else {
+		_, err = q.f.Write(b)
+	}
+	if err != nil {
 		return fmt.Errorf("QEMU monitor: %w", err)
 	}
 	for {
@@ -91,10 +110,29 @@ func (q *qmp) exec(cmd string) error {
 			continue
 		case r.Error != nil:
 			return fmt.Errorf("QEMU monitor: %s: %s: %s", cmd, r.Error.Class, r.Error.Desc)
+		case out != nil:
+			return json.Unmarshal(r.Return, out)
 		default:
 			return nil
 		}
 	}
+}
+
+// sendWithFds writes b with fds as SCM_RIGHTS.
+func (q *qmp) sendWithFds(b []byte, fds []int) error {
+	rc, err := q.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	werr := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), b, unix.UnixRights(fds...), nil, 0)
+		return serr != unix.EAGAIN
+	})
+	if werr != nil {
+		return werr
+	}
+	return serr
 }
 
 func (q *qmp) close() { q.f.Close() }

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/guest/host"
+	"github.com/airlockrun/airlock/internal/guest/vm"
 	"github.com/airlockrun/airlock/internal/guest/vmlink"
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/procfs"
@@ -37,7 +38,10 @@ const (
 )
 
 // start makes sandbox id's VM and has host.Runtime.Launch drive its init.
-func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bootSetup, seed io.Reader) (driver.Sandbox, error) {
+// seed, when set, is a snapshot's layer for init to extract; from, when set, a memory snapshot the
+// VM is restored from instead of booted.
+func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bootSetup, seed io.Reader, from *memRestore) (driver.Sandbox, error) {
+	tBegin := time.Now()
 	dir := filepath.Join(d.cfg.StateDir, "vms", id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
@@ -60,13 +64,19 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	var cg *cgroups.Cgroup
 	var v VM
 	var link *vmlink.Host
+	var ram *os.File // guest RAM, kept for saves
 	console := filepath.Join(dir, "console.log")
+	tail := "" // the console's end, read before the directory goes: what a failed boot said
 	teardown := func(ctx context.Context) error {
+		tail = consoleTail(console)
 		if link != nil {
 			link.Close()
 		}
 		if v != nil {
 			_ = v.Kill() // killed already by the host side, unless the launch failed before
+		}
+		if ram != nil {
+			ram.Close()
 		}
 		return os.RemoveAll(dir)
 	}
@@ -87,12 +97,34 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	setupErr := func(what string, err error) error {
 		return fmt.Errorf("sandbox %s: %s: %w: %w", id, what, err, errdefs.ErrSetup)
 	}
-	plan, share, writable, err := d.plan(spec)
+	lowers, spec, release, err := driver.ImageLayers(ctx, d.cfg.Images, spec)
 	if err != nil {
 		return undo(err)
 	}
+	vp, err := d.plan(spec, lowers)
+	if err != nil {
+		release()
+		return undo(err)
+	}
+	var images []Image
+	if from != nil {
+		images, err = d.restoredImages(ctx, from, vp, dir)
+	} else {
+		images, err = d.images(ctx, vp)
+	}
+	release() // the VM reads its image of the layers, not them
+	if err != nil {
+		return undo(setupErr("root filesystem", err))
+	}
+	plan, share, writable := vp.Config, vp.Share, vp.Writable
 	disk := filepath.Join(dir, "disk.img")
-	if err := makeDisk(disk, spec.Resources.DiskMB, vmmUID, vmmUID); err != nil {
+	if from != nil {
+		err = from.disk(disk, vmmUID)
+		from.tDisk = time.Since(tBegin)
+	} else {
+		err = makeDisk(disk, spec.Resources.DiskMB, vmmUID, vmmUID)
+	}
+	if err != nil {
 		return undo(setupErr("writable disk", err))
 	}
 	if cg, err = d.cgroups.New(d.cfg.CgroupParent, id); err != nil {
@@ -136,17 +168,46 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		vcpus++
 	}
 	pids := spec.Resources.MaxProcesses + guest.InitTasks
+	shape := &memManifest{Format: memFormat, Accel: bs.accel, Kernel: d.kernel.VmlinuxSha256, VCPUs: max(vcpus, 1),
+		MemoryMB: guestMB, DiskMB: spec.Resources.DiskMB, Network: networked}
+	for _, img := range images {
+		if img.Serial == vm.SerialEtc {
+			shape.Images = append(shape.Images, memImage{Serial: img.Serial, File: fileEtc})
+		} else {
+			shape.Images = append(shape.Images, memImage{Serial: img.Serial, Cache: filepath.Base(img.Path)})
+		}
+	}
+	if from != nil {
+		if err := from.fits(shape); err != nil {
+			return undo(err)
+		}
+	}
+	machine := len(share) == 0 && len(writable) == 0 // QEMU saves no VM with a 9p share mounted
+	if ram, err = newRAM(guestMB); err != nil {
+		return undo(setupErr("guest RAM", err))
+	}
+	var fill io.ReadCloser
+	if from != nil {
+		if fill, err = from.ram(); err != nil {
+			return undo(err)
+		}
+		defer fill.Close()
+	}
 	cfg := VMConfig{
 		Kernel: d.kernel.vmlinux, Initrd: bs.initrd, Accel: bs.accel,
 		VCPUs: max(vcpus, 1), MemoryMB: guestMB,
-		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, true, len(share) > 0, len(writable) > 0, networked),
+		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, len(share) > 0, len(writable) > 0, networked),
 		Disk:    disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
+		Images: images, Incoming: from != nil, RAM: ram,
 		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
 	}
 	ks := &kernelStats{paused: &atomic.Bool{}}
 	t0 := time.Now()
 	if gw != nil {
 		cfg.Network = gw.Link.Run
+	}
+	if fill != nil {
+		cfg.RAMFill = fill
 	}
 	s, err := d.rt.Launch(ctx, id, spec, gw, host.Launcher{
 		Start: func(ctx context.Context, ctl *os.File) (int, error) {
@@ -156,7 +217,21 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 				return 0, err
 			}
 			v = vm
-			if link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
+			if from != nil {
+				from.tStarted = time.Since(tBegin)
+				// The VM stays paused until its state is loaded and every digest matched.
+				if err := from.load(ctx, vm.(*qemuVM)); err != nil {
+					hostEnd.Close()
+					return 0, err
+				}
+				from.tLoaded = time.Since(tBegin)
+				if link, err = vmlink.ResumeHost(hostEnd, ctl); err != nil {
+					return 0, err
+				}
+				if err := vm.Resume(ctx); err != nil {
+					return 0, err
+				}
+			} else if link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
 				return 0, err
 			}
 			ks.link = link
@@ -188,8 +263,10 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 			ks.paused.Store(false)
 			return nil
 		},
-		Seed: seed,
-		Snapshot: func(ctx context.Context, w io.Writer, _ string, paused bool) (bool, error) {
+		Seed:         seed,
+		Restore:      from.dirOrNone(),
+		SavesMachine: machine,
+		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
 			// The agent reads the layer in the guest, with the sandbox frozen: a paused VM
 			// runs again for that, its sandbox's processes frozen, and is paused after.
 			if paused {
@@ -198,7 +275,10 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 				}
 				defer func() { _ = v.Pause(context.WithoutCancel(ctx)) }()
 			}
-			return false, link.CallStream(ctx, "layer", w)
+			if err := link.CallStream(ctx, "layer", w); err != nil || mem == "" || !machine {
+				return false, err
+			}
+			return true, saveMachine(ctx, d.log, v.(*qemuVM), link, ram, disk, images, *shape, mem)
 		},
 		// The guest kernel counts a command's CPU time by its own clock, which does not see
 		// the host throttling the VMM: an exec's CPU time is capped by the VMM cgroup's use.
@@ -207,13 +287,16 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		Gone:      gone,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, consoleTail(console))
+		return nil, fmt.Errorf("%w%s", err, tail)
 	}
 	if err := cg.Set(limits); err != nil {
 		driver.Discard(context.Background(), d.log, s)
 		return nil, setupErr("cgroup CPU limit", err)
 	}
-	return &Sandbox{hs: s, link: link}, nil
+	if from != nil {
+		d.log.Debug("VM restored", "sandbox", id, "disk", from.tDisk, "vmmStarted", from.tStarted, "stateLoaded", from.tLoaded, "took", time.Since(tBegin))
+	}
+	return &Sandbox{hs: s, link: link, vm: v, machine: machine, paused: ks.paused}, nil
 }
 
 // kernelStats reads the guest kernel's counters of the sandbox (host.Launcher.Kernel); a paused
@@ -269,11 +352,15 @@ func consoleTail(path string) string {
 	return "; the guest's console: " + string(bytes.TrimSpace(b))
 }
 
-// Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer
-// (the host does not reach the guest's files: no FileRooter, Layerer or Snapshotter yet).
+// Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer (the
+// host does not reach the guest's files: no FileRooter or Layerer; the agent serves the files
+// API, driver.FileServer).
 type Sandbox struct {
-	hs   *host.Sandbox
-	link *vmlink.Host
+	hs      *host.Sandbox
+	link    *vmlink.Host
+	vm      VM
+	machine bool         // a Snapshot with mem saves the VM (it has no 9p share)
+	paused  *atomic.Bool // the VM is stopped (Pause)
 }
 
 var (
@@ -283,6 +370,7 @@ var (
 	_ driver.Pauser      = (*Sandbox)(nil)
 	_ driver.Statser     = (*Sandbox)(nil)
 	_ driver.Claimer     = (*Sandbox)(nil)
+	_ driver.FileServer  = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -311,13 +399,15 @@ func (s *Sandbox) Resume(ctx context.Context) error { return s.hs.Resume(ctx) }
 func (s *Sandbox) Usage(ctx context.Context) (driver.Usage, error) { return s.hs.Usage(ctx) }
 
 // Snapshot implements driver.Snapshotter: the writable layer, as a tar stream the guest agent
-// writes with the sandbox's cgroup frozen. Memory is not saved (yet).
+// writes with the sandbox's cgroup frozen, and with mem the whole VM, saved just after
+// (memory.go), between execs.
 func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, error) {
-	return s.hs.Snapshot(ctx, w, "")
+	return s.hs.Snapshot(ctx, w, mem)
 }
 
-// SavesMemory implements driver.Snapshotter.
-func (s *Sandbox) SavesMemory() bool { return false }
+// SavesMemory implements driver.Snapshotter: a VM without 9p shares (the operator's volumes),
+// which QEMU refuses to save.
+func (s *Sandbox) SavesMemory() bool { return s.machine }
 
 // Claim implements driver.Claimer.
 func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }

@@ -23,12 +23,16 @@ type Settings struct {
 	Accelerator string `json:"accelerator"`
 	// CgroupParent is where the level makes each VMM's cgroup. Default "airlock-microvm".
 	CgroupParent string `json:"cgroupParent"`
+	// ImageDir is where the read-only images of the guests' roots are kept (the host template's,
+	// about the size of the host's /usr), shared by every airlock on the host. Default
+	// /var/cache/airlock/microvm.
+	ImageDir string `json:"imageDir"`
 }
 
 // DefaultSettings returns the section's defaults.
 func DefaultSettings() Settings {
 	d := DefaultConfig()
-	return Settings{KernelDir: d.KernelDir, Accelerator: d.Accelerator, CgroupParent: d.CgroupParent}
+	return Settings{KernelDir: d.KernelDir, Accelerator: d.Accelerator, CgroupParent: d.CgroupParent, ImageDir: d.ImageDir}
 }
 
 // Validate checks the section.
@@ -41,6 +45,9 @@ func (s Settings) Validate() error {
 	if !filepath.IsAbs(s.KernelDir) {
 		return fmt.Errorf("kernelDir %q must be an absolute path", s.KernelDir)
 	}
+	if !filepath.IsAbs(s.ImageDir) {
+		return fmt.Errorf("imageDir %q must be an absolute path", s.ImageDir)
+	}
 	if err := cgroups.ValidParent(s.CgroupParent); err != nil {
 		return fmt.Errorf("cgroupParent %q must be a relative cgroup path: %w", s.CgroupParent, err)
 	}
@@ -51,7 +58,7 @@ func (s Settings) Validate() error {
 // attached by package levels).
 func (s Settings) Config(instance string) Config {
 	c := DefaultConfig()
-	c.QEMU, c.KernelDir, c.Accelerator = s.QEMU, s.KernelDir, s.Accelerator
+	c.QEMU, c.KernelDir, c.Accelerator, c.ImageDir = s.QEMU, s.KernelDir, s.Accelerator, s.ImageDir
 	c.CgroupParent = path.Join(s.CgroupParent, instance)
 	c.StateDir = StateDirOf(instance)
 	return c

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"context"
+	"io"
 	"os"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
@@ -38,8 +39,18 @@ type VMConfig struct {
 	Accel                   string // AccelKVM or AccelTCG
 	VCPUs                   int
 	MemoryMB                int64
-	// Disk, when set, is a raw disk image, the guest's /dev/vda.
+	// Disk, when set, is a raw disk image, the guest's writable layer (serial vm.SerialLayer).
 	Disk string
+	// Images are read-only disk images, each with the serial the guest finds it by.
+	Images []Image
+	// RAM is the guest's RAM: a memfd of MemoryMB, which the level keeps to save it. RAMFill,
+	// when set, is guest RAM saved by a snapshot (memory.go's extents), laid into RAM before the
+	// VMM starts, by the VMM's jail in the VM's cgroup, so the pages are charged to the VM.
+	RAM     *os.File
+	RAMFill io.Reader
+	// Incoming says the VM does not boot: it waits, paused, for its state (a migration stream
+	// its monitor is given: memory.go).
+	Incoming bool
 	// Share, when not empty, are host paths offered to the guest read-only, as one 9p share
 	// (tag guest/vm.ShareTag) built for this VM alone, each at its own path in it.
 	Share []ShareMount
@@ -56,6 +67,11 @@ type VMConfig struct {
 	Network func(start func() error) error
 	// Jail is how the VMM process is confined.
 	Jail JailSpec
+}
+
+// Image is a read-only disk of a VM.
+type Image struct {
+	Path, Serial string
 }
 
 // ShareMount is one host path in a VM's share, seen at the same path in it; Empty covers Dst

@@ -95,9 +95,13 @@ type Launcher struct {
 	// dials it again whenever it breaks, and a Snapshot with mem saves the sandbox's kernel: see
 	// redial.go. Destroy closes it.
 	Control *net.UnixListener
-	// Restore, with Control, says Start brings init back from the memory image in this directory
-	// (one that a Snapshot with mem wrote): init is configured already, and its commands run on.
+	// Restore says Start brings init back from the memory image in this directory (one that a
+	// Snapshot with mem wrote): init is configured already, and its commands run on. With
+	// Control, init dials again with its token; otherwise ctl is connected to it (a VM's link).
 	Restore string
+	// SavesMachine says Snapshot, given mem, saves the whole machine the sandbox is (a VM: its
+	// memory, devices and disk) into mem: it is called between execs, as with Control.
+	SavesMachine bool
 	// Writable, when set, is the sandbox's writable layer as the host reads it (driver.Layerer);
 	// nil: this level cannot read it (unless InitLayer).
 	Writable *driver.Layer
@@ -170,13 +174,14 @@ func (rt *Runtime) Launch(ctx context.Context, id string, spec sandbox.Spec, gw 
 			theirs.Close()
 			return fail(err)
 		}
-	} else if l.Restore != "" {
+	}
+	if l.Control != nil && l.Restore != "" {
 		token, err := os.ReadFile(filepath.Join(l.Restore, tokenFile))
 		if err != nil {
 			return fail(fmt.Errorf("memory image: %w", err))
 		}
 		s.token = string(token)
-	} else {
+	} else if l.Control != nil {
 		s.token = newToken()
 		cfg.Token = s.token
 	}

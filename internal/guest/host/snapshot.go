@@ -36,6 +36,14 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 		if mem != "" && s.l.Control != nil {
 			return s.snapshotMemory(ctx, w, mem)
 		}
+		if mem != "" && s.l.SavesMachine {
+			// Between execs: none holds a stream the save would cut.
+			if !s.gate.TryLock() {
+				return false, fmt.Errorf("snapshot: an exec is running in sandbox %s, and a snapshot with memory is taken between execs; wait for it, or ask for files only (memory: false): %w", s.id, errdefs.ErrConflict)
+			}
+			defer s.gate.Unlock()
+			return s.l.Snapshot(ctx, w, mem, s.paused)
+		}
 		return s.l.Snapshot(ctx, w, "", s.paused)
 	}
 	if err := s.holdLayer(ctx, "snapshot"); err != nil {
@@ -57,8 +65,9 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 }
 
 // SavesMemory implements driver.Snapshotter: only a sandbox whose init dials its control socket
-// (a runtime with a kernel of its own that it can save, gVisor's: see redial.go).
-func (s *Sandbox) SavesMemory() bool { return s.l.Control != nil }
+// (a runtime with a kernel of its own that it can save, gVisor's: see redial.go), or one that is
+// a whole machine its level saves (a VM).
+func (s *Sandbox) SavesMemory() bool { return s.l.Control != nil || s.l.SavesMachine }
 
 // fetchLayer asks init for its clone of the writable layer.
 func (s *Sandbox) fetchLayer(ctx context.Context) (*os.File, error) {

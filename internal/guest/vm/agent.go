@@ -34,10 +34,21 @@ const Arg0 = "/init"
 
 // Paths of the guest, after the agent left the initramfs.
 const (
-	// ShareDir is where the host's read-only share is mounted: host path P is ShareDir+P.
+	// TemplateDir is where the host template's image is mounted (read-only): sandbox path P of
+	// the template is TemplateDir+P. EtcDir is the generated /etc's.
+	TemplateDir = "/tpl"
+	EtcDir      = "/tpl-etc"
+	// RootImageDir is where the image of a root of its own (an OCI image's layers, stacked, or
+	// an operator's template) is mounted, read-only: init lays the writable layer over it.
+	RootImageDir = "/img"
+	// ShareDir is where the host's read-only share (the operator's read-only volumes) is
+	// mounted: host path P is ShareDir+P.
 	ShareDir = "/host"
 	// LayerDir is where the agent mounts the writable disk too, to read its use.
 	LayerDir = "/layer"
+	// LayerDevice is the writable disk's device node as the agent names it for init: the agent
+	// finds the disk by its serial (SerialLayer) and makes this node of it.
+	LayerDevice = "/dev/airlock-layer"
 	// PortName is the name of the serial port the link runs on.
 	PortName = "airlock"
 	// ShareTag is the 9p mount tag of the host's read-only share.
@@ -53,11 +64,18 @@ const (
 	cgroupDir = "/sys/fs/cgroup/sandbox"
 )
 
+// The serials of the VM's disks, by which the agent tells them apart.
+const (
+	SerialLayer    = "airlock-layer"    // the writable layer (ext4)
+	SerialTemplate = "airlock-template" // the host template's image (erofs)
+	SerialEtc      = "airlock-etc"      // the generated /etc's image (erofs)
+	SerialRoot     = "airlock-root"     // an image's or a template's root (erofs)
+)
+
 // Kernel command line parameters the host sets (Params).
 const (
 	ParamMemory = "airlock.mem"      // bytes the sandbox's cgroup may use
 	ParamPids   = "airlock.pids"     // tasks the sandbox's cgroup may have
-	ParamDisk   = "airlock.disk"     // the writable layer's block device, if any
 	ParamShare  = "airlock.share"    // 1: the host's read-only share is there
 	ParamRW     = "airlock.writable" // 1: the writable share is there
 	ParamNet    = "airlock.net"      // 1: the guest has a network card
@@ -81,9 +99,9 @@ func Run() {
 // params are the agent's settings from the kernel command line.
 type params struct {
 	memory, pids    int64
-	disk            string
 	share, writable bool
 	net             bool
+	disks           map[string]string // the disks found, device node by serial
 }
 
 func readParams() (params, error) {
@@ -99,8 +117,6 @@ func readParams() (params, error) {
 			p.memory, err = strconv.ParseInt(v, 10, 64)
 		case ParamPids:
 			p.pids, err = strconv.ParseInt(v, 10, 64)
-		case ParamDisk:
-			p.disk = v
 		case ParamShare:
 			p.share = v == "1"
 		case ParamRW:
@@ -124,12 +140,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := loadModules("/lib/modules", p.net); err != nil {
+	if err := loadModules("/lib/modules", p); err != nil {
 		return err
 	}
 	phases["modules"] = uptimeMs()
 	if err := leaveInitramfs(); err != nil {
 		return err
+	}
+	if p.disks, err = findDisks(); err != nil {
+		return err
+	}
+	for _, m := range []struct{ serial, dir string }{{SerialTemplate, TemplateDir}, {SerialEtc, EtcDir}, {SerialRoot, RootImageDir}} {
+		if dev, ok := p.disks[m.serial]; ok {
+			if err := unix.Mount(dev, m.dir, "erofs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+				return fmt.Errorf("mount %s (%s): %w", m.serial, dev, err)
+			}
+		}
 	}
 	if p.share {
 		if err := unix.Mount(ShareTag, ShareDir, "9p", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
@@ -143,12 +169,13 @@ func run() error {
 			return fmt.Errorf("mount the host's writable share: %w", err)
 		}
 	}
-	if p.disk != "" {
-		if err := waitFor(p.disk, 5*time.Second); err != nil {
+	if dev, ok := p.disks[SerialLayer]; ok {
+		// Init mounts the layer by the name its configuration gives.
+		if err := os.Symlink(dev, LayerDevice); err != nil {
 			return err
 		}
-		if err := unix.Mount(p.disk, LayerDir, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "noinit_itable"); err != nil {
-			return fmt.Errorf("mount the writable disk %s: %w", p.disk, err)
+		if err := unix.Mount(dev, LayerDir, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "noinit_itable"); err != nil {
+			return fmt.Errorf("mount the writable disk %s: %w", dev, err)
 		}
 	}
 	phases["mounts"] = uptimeMs()
@@ -187,8 +214,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	link.Rewrite = rewrite
+	files := &fileServer{link: link, initPid: cmd.Process.Pid}
+	link.Rewrite = func(b []byte, fds []int) ([]byte, []int, error) { return rewrite(b, fds, files.configured) }
 	link.Handle = func(kind string, body json.RawMessage) (any, error) {
+		if out, ok, err := files.handle(kind, body); ok {
+			return out, err
+		}
 		switch kind {
 		case "stats":
 			return stats(p), nil
@@ -233,18 +264,22 @@ func mountEarly() error {
 	return nil
 }
 
-// netModules are loaded only for a guest with a network card (ParamNet).
-var netModules = map[string]bool{"failover.ko": true, "net_failover.ko": true, "virtio_net.ko": true}
+// Modules loaded only when the guest needs them: the network card's (ParamNet), the shares'
+// (ParamShare, ParamRW).
+var (
+	netModules   = map[string]bool{"failover.ko": true, "net_failover.ko": true, "virtio_net.ko": true}
+	shareModules = map[string]bool{"9pnet.ko": true, "9pnet_virtio.ko": true, "netfs.ko": true, "fscache.ko": true, "9p.ko": true}
+)
 
-// loadModules loads the initramfs's modules in the order the file "order" lists them; the
-// network's only when net.
-func loadModules(dir string, net bool) error {
+// loadModules loads the initramfs's modules in the order the file "order" lists them, but those
+// the guest has no use for.
+func loadModules(dir string, p params) error {
 	b, err := os.ReadFile(filepath.Join(dir, "order"))
 	if err != nil {
 		return fmt.Errorf("kernel modules: %w", err)
 	}
 	for _, name := range strings.Fields(string(b)) {
-		if netModules[filepath.Base(name)] && !net {
+		if netModules[filepath.Base(name)] && !p.net || shareModules[filepath.Base(name)] && !p.share && !p.writable {
 			continue
 		}
 		f, err := os.Open(filepath.Join(dir, filepath.Base(name)))
@@ -272,7 +307,7 @@ func leaveInitramfs() error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,mode=0755"); err != nil {
 		return fmt.Errorf("mount the guest's root: %w", err)
 	}
-	for _, d := range []string{"proc", "sys", "dev", "tmp", "host", "host-rw", "layer", "run"} {
+	for _, d := range []string{"proc", "sys", "dev", "tmp", "host", "host-rw", "layer", "run", "tpl", "tpl-etc", "img"} {
 		if err := os.Mkdir(filepath.Join(newRoot, d), 0o755); err != nil {
 			return err
 		}
@@ -340,18 +375,25 @@ func openPort(name string) (*os.File, error) {
 	}
 }
 
-// waitFor waits for a device node to appear.
-func waitFor(dev string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		if _, err := os.Stat(dev); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no device %s", dev)
-		}
-		time.Sleep(5 * time.Millisecond)
+// findDisks names the VM's disks by their serials: the virtio block driver probed them when it
+// was loaded, so they are all there.
+func findDisks() (map[string]string, error) {
+	out := map[string]string{}
+	ents, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return nil, fmt.Errorf("disks: %w", err)
 	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "vd") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/sys/block", e.Name(), "serial"))
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSpace(string(b))] = "/dev/" + e.Name()
+	}
+	return out, nil
 }
 
 func controlPair() (agent, init *os.File, err error) {

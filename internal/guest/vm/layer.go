@@ -17,7 +17,7 @@ import (
 // a snapshot's tar stream, with the sandbox's cgroup frozen meanwhile, so the layer is one
 // instant's; it closes w. The owners are the guest's ids, which are the sandbox's.
 func writeLayer(w io.WriteCloser, p params) error {
-	if p.disk == "" {
+	if _, ok := p.disks[SerialLayer]; !ok {
 		w.Close()
 		return errors.New("this VM has no writable disk")
 	}

@@ -21,7 +21,7 @@ func stats(p params) vmlink.Stats {
 	s.MemoryBytes = single(filepath.Join(cgroupDir, "memory.current"))
 	s.MemoryPeak = single(filepath.Join(cgroupDir, "memory.peak"))
 	s.MemoryMax = p.memory
-	if p.disk != "" {
+	if _, ok := p.disks[SerialLayer]; ok {
 		var st unix.Statfs_t
 		if unix.Statfs(LayerDir, &st) == nil {
 			s.DiskTotal = int64(st.Blocks) * st.Bsize

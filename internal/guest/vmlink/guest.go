@@ -2,6 +2,7 @@ package vmlink
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -33,6 +34,11 @@ type Guest struct {
 	mu        sync.Mutex           // guards execs and partsLeft
 	execs     map[string][]*stream // the output streams of each running exec
 	partsLeft int                  // bytes of a message in parts still to come (not JSON)
+
+	held bool // the writer is held for a save (fQuiesce), until fResume; the frame reader's alone
+
+	upMu    sync.Mutex          // guards uploads
+	uploads map[uint32]*os.File // the read ends of upload streams, until Upload takes them
 }
 
 type outPacket struct {
@@ -79,6 +85,40 @@ func (g *Guest) Run() {
 // Close ends the link.
 func (g *Guest) Close() { g.m.close() }
 
+// registerUpload opens the stream of a call that uploads (StreamBody.Upload) before any of its
+// data arrives: the frame reader calls it as it reads the call.
+func (g *Guest) registerUpload(p []byte) {
+	var msg callMsg
+	var sb StreamBody
+	if json.Unmarshal(p, &msg) != nil || json.Unmarshal(msg.Body, &sb) != nil || !sb.Upload {
+		return
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return // the handler finds no stream and fails the call
+	}
+	g.m.open(sb.Stream, fileOf(fds[1], "airlock-vmlink"), false, true).start()
+	g.upMu.Lock()
+	if g.uploads == nil {
+		g.uploads = map[uint32]*os.File{}
+	}
+	g.uploads[sb.Stream] = os.NewFile(uintptr(fds[0]), "airlock-vmlink-upload")
+	g.upMu.Unlock()
+}
+
+// Upload takes the reader of upload stream id (a call's StreamBody with Upload); the caller
+// closes it.
+func (g *Guest) Upload(id uint32) (*os.File, error) {
+	g.upMu.Lock()
+	defer g.upMu.Unlock()
+	f, ok := g.uploads[id]
+	if !ok {
+		return nil, fmt.Errorf("vm link: no upload stream %d", id)
+	}
+	delete(g.uploads, id)
+	return f, nil
+}
+
 // SendStream opens stream id, which the host made for a call's answer (CallStream): what is
 // written to the writer goes to the host until it is closed.
 func (g *Guest) SendStream(id uint32) (io.WriteCloser, error) {
@@ -95,8 +135,47 @@ func (g *Guest) frame(typ byte, id uint32, p []byte) {
 	case fPacket:
 		g.packet(p)
 	case fCall:
-		go g.call(id, append([]byte(nil), p...))
+		p = append([]byte(nil), p...)
+		g.registerUpload(p)
+		go g.call(id, p)
+	case fQuiesce:
+		// Everything the host sent before has been read; what this side sends stops at a
+		// frame boundary, after the answer, until fResume.
+		if !g.held && g.m.fw.hold(fQuiesced, 0) == nil {
+			g.held = true
+		}
+	case fResume:
+		if len(p) == 1 && p[0] == 1 {
+			g.reset()
+		}
+		if g.held {
+			g.held = false
+			g.m.fw.mu.Unlock()
+		}
 	}
+}
+
+// reset drops the streams of the host this VM was saved with: a restored VM has a new host,
+// which knows none of them. Their local ends are closed as if that host had gone away.
+func (g *Guest) reset() {
+	g.m.mu.Lock()
+	old := g.m.streams
+	g.m.streams = map[uint32]*stream{}
+	g.m.mu.Unlock()
+	for _, s := range old {
+		s.stop()
+		s.push(nil, true)
+	}
+	g.mu.Lock()
+	g.execs = map[string][]*stream{}
+	g.partsLeft = 0
+	g.mu.Unlock()
+	g.upMu.Lock()
+	for _, f := range g.uploads {
+		f.Close()
+	}
+	g.uploads = nil
+	g.upMu.Unlock()
 }
 
 func (g *Guest) call(id uint32, p []byte) {

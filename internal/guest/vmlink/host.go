@@ -2,12 +2,15 @@ package vmlink
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -20,9 +23,10 @@ type Host struct {
 	m   *mux
 	ctl int // init's end of the control socket pair: what the host side of init talks to
 
-	mu    sync.Mutex // guards calls and callID
-	calls map[uint32]chan reply
-	id    uint32
+	mu       sync.Mutex // guards calls, id and quiesced
+	calls    map[uint32]chan reply
+	id       uint32
+	quiesced chan struct{} // closed by the guest's fQuiesced (Quiesce)
 
 	hello chan Hello
 }
@@ -30,6 +34,23 @@ type Host struct {
 // NewHost bridges ctl, init's end of a SOCK_SEQPACKET control socket pair, to link, the byte
 // stream of the VM's serial port; it owns both from then on. It returns at once.
 func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
+	return newHost(link, ctl, 1, false)
+}
+
+// ResumeHost is NewHost for a VM restored from a save that Quiesce prepared: the guest agent is
+// told to drop the streams of the host it was saved with (what their processes write gets
+// EPIPE, as when an exec's host went away) and to go on. The new host's stream ids start at a
+// random place, apart from the old host's that may still be in flight.
+func ResumeHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	first := binary.BigEndian.Uint32(b[:])>>2 | 1<<30 | 1 // odd, far from 1
+	return newHost(link, ctl, first, true)
+}
+
+func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, restored bool) (*Host, error) {
 	fd, err := unix.Dup(int(ctl.Fd()))
 	ctl.Close()
 	if err != nil {
@@ -37,8 +58,15 @@ func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
 		return nil, fmt.Errorf("vm link: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	h := &Host{m: newMux(link, 1), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1)}
+	h := &Host{m: newMux(link, first), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1)}
 	h.m.handle = h.frame
+	if restored {
+		if err := h.m.fw.write(fResume, 0, []byte{1}); err != nil {
+			link.Close()
+			unix.Close(fd)
+			return nil, fmt.Errorf("vm link: %w", err)
+		}
+	}
 	go h.m.run()
 	go h.readControl()
 	go func() {
@@ -54,6 +82,33 @@ func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
 	}()
 	return h, nil
 }
+
+// Quiesce brings the link to rest for a save of the VM: once it returns, neither side sends
+// anything, and both have received everything the other sent, so the byte stream is at a frame
+// boundary both ways and nothing is in flight. Resume (or, in a VM restored from the save,
+// ResumeHost) ends it; on an error the link is resumed already.
+func (h *Host) Quiesce(ctx context.Context) error {
+	ch := make(chan struct{})
+	h.mu.Lock()
+	h.quiesced = ch
+	h.mu.Unlock()
+	if err := h.m.fw.hold(fQuiesce, 0); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		_ = h.m.fw.release(fResume, 0, []byte{0})
+		return fmt.Errorf("vm link: the guest agent did not come to rest: %w", ctx.Err())
+	case <-h.m.done:
+		_ = h.m.fw.release(fResume, 0, []byte{0})
+		return ErrClosed
+	}
+}
+
+// Resume lets the link go on after Quiesce.
+func (h *Host) Resume() error { return h.m.fw.release(fResume, 0, []byte{0}) }
 
 // Hello delivers the guest agent's hello once it booted.
 func (h *Host) Hello() <-chan Hello { return h.hello }
@@ -78,6 +133,11 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 	if err != nil {
 		return err
 	}
+	return h.call(ctx, b, out, nil)
+}
+
+// call sends the encoded call b and waits for its answer; sent, when set, runs once it is sent.
+func (h *Host) call(ctx context.Context, b []byte, out any, sent func()) error {
 	ch := make(chan reply, 1)
 	h.mu.Lock()
 	h.id++
@@ -91,6 +151,9 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 	}()
 	if err := h.m.fw.write(fCall, id, b); err != nil {
 		return err
+	}
+	if sent != nil {
+		sent()
 	}
 	select {
 	case r, ok := <-ch:
@@ -116,6 +179,67 @@ func (h *Host) Call(ctx context.Context, kind string, body, out any) error {
 type StreamBody struct {
 	Stream uint32          `json:"stream"`
 	Body   json.RawMessage `json:"body,omitempty"`
+	// Upload says the stream carries data to the guest (CallUpload), not from it.
+	Upload bool `json:"upload,omitempty"`
+}
+
+// CallReader asks the guest agent kind with body, which answers (into out) and then writes a
+// stream of bytes: the reader returned reads it. Closing the reader stops the stream.
+func (h *Host) CallReader(ctx context.Context, kind string, body, out any) (io.ReadCloser, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s := h.m.open(0, pw, false, true)
+	s.start()
+	b, err := json.Marshal(body)
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	if err := h.Call(ctx, kind, StreamBody{Stream: s.id, Body: b}, out); err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return pr, nil
+}
+
+// CallUpload asks the guest agent kind with body and src as a stream the agent reads
+// (Guest.Upload), and decodes its answer into out. An error reading src is returned (the agent
+// saw the stream end early).
+func (h *Host) CallUpload(ctx context.Context, kind string, body any, src io.Reader, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	s := h.m.open(0, pr, true, false)
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(pw, src)
+		pw.Close()
+		copied <- err
+	}()
+	msg, err := json.Marshal(callMsg{Kind: kind, Body: mustJSON(StreamBody{Stream: s.id, Body: b, Upload: true})})
+	if err != nil {
+		return err
+	}
+	// The agent registers the stream when it reads the call, before any of its data.
+	err = h.call(ctx, msg, out, s.start)
+	s.stop() // the agent read what it wanted; what is left of src is not sent
+	pr.Close()
+	if cerr := <-copied; cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
+		return errors.Join(cerr, err)
+	}
+	return err
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // CallStream asks the guest agent kind, which writes its answer as a stream of bytes: they are
@@ -170,6 +294,13 @@ func (h *Host) frame(typ byte, id uint32, p []byte) {
 		if ch != nil {
 			ch <- r
 		}
+	case fQuiesced:
+		h.mu.Lock()
+		if h.quiesced != nil {
+			close(h.quiesced)
+			h.quiesced = nil
+		}
+		h.mu.Unlock()
 	case fHello:
 		var hello Hello
 		if err := json.Unmarshal(p, &hello); err != nil {

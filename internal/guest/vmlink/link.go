@@ -31,6 +31,12 @@ const (
 	fCall                   // a call to the guest agent (stream: the call's id; payload: callMsg)
 	fReply                  // its answer (stream: the call's id; payload: JSON or an error)
 	fHello                  // the guest agent is up (payload: Hello)
+	// A save of the VM (Host.Quiesce): the host sends fQuiesce and sends nothing more; the
+	// guest answers fQuiesced and sends nothing more; fResume (payload: 1 for a new host, of a
+	// VM restored from the save, 0 otherwise) lets both go on.
+	fQuiesce
+	fQuiesced
+	fResume
 )
 
 // Window is the most unacknowledged data a stream may have in flight; MaxFrame the largest payload.
@@ -99,6 +105,28 @@ type frameWriter struct {
 }
 
 func (fw *frameWriter) write(typ byte, stream uint32, parts ...[]byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.writeLocked(typ, stream, parts...)
+}
+
+// hold writes a frame and holds the writer: no other frame goes out until release.
+func (fw *frameWriter) hold(typ byte, stream uint32, parts ...[]byte) error {
+	fw.mu.Lock()
+	if err := fw.writeLocked(typ, stream, parts...); err != nil {
+		fw.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// release writes a frame with the writer held (hold) and lets it go.
+func (fw *frameWriter) release(typ byte, stream uint32, parts ...[]byte) error {
+	defer fw.mu.Unlock()
+	return fw.writeLocked(typ, stream, parts...)
+}
+
+func (fw *frameWriter) writeLocked(typ byte, stream uint32, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
 		n += len(p)
@@ -106,8 +134,6 @@ func (fw *frameWriter) write(typ byte, stream uint32, parts ...[]byte) error {
 	if n > MaxFrame+4096 {
 		return fmt.Errorf("vm link: frame of %d bytes", n)
 	}
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
 	if fw.err != nil {
 		return fw.err
 	}

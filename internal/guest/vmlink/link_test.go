@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,5 +130,170 @@ func TestExecThroughLink(t *testing.T) {
 	m, _, err := guest.Decode(rb[:n], nil, 0)
 	if err != nil || m.Kind != guest.MsgExited || m.ID != "x1" {
 		t.Fatalf("got %+v %v", m, err)
+	}
+}
+
+// port is a guest's serial port whose host end can be replaced, as a VM restored from a save
+// finds a new host on it: a read that meets the old end's EOF goes on with the next end.
+type port struct {
+	mu   sync.Mutex // guards cur
+	cur  *os.File
+	next chan *os.File
+}
+
+func (p *port) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	f := p.cur
+	p.mu.Unlock()
+	n, err := f.Read(b)
+	if err == io.EOF {
+		f = <-p.next
+		p.mu.Lock()
+		p.cur = f
+		p.mu.Unlock()
+		return f.Read(b)
+	}
+	return n, err
+}
+
+func (p *port) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	f := p.cur
+	p.mu.Unlock()
+	return f.Write(b)
+}
+
+func (p *port) Close() error { return nil }
+
+// TestQuiesce: a link brought to rest goes on after Resume; and a guest saved at rest goes on
+// with a new host (ResumeHost), whose calls it answers, once the old host is gone.
+func TestQuiesce(t *testing.T) {
+	hostSide, initEnd := pair(t)
+	defer hostSide.Close()
+	agentEnd, initSide := pair(t)
+	defer initSide.Close()
+	hs, gs := streamPair(t)
+	hsFd := int(hs.Fd())
+	h, err := NewHost(hs, initEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &port{cur: gs, next: make(chan *os.File, 1)}
+	g, err := NewGuest(p, agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	g.Handle = func(kind string, _ json.RawMessage) (any, error) { calls++; return Stats{Pids: int64(calls)}, nil }
+	go g.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call := func(h *Host) int64 {
+		t.Helper()
+		var st Stats
+		if err := h.Call(ctx, "stats", nil, &st); err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		return st.Pids
+	}
+	call(h)
+	if err := h.Quiesce(ctx); err != nil {
+		t.Fatalf("quiesce: %v", err)
+	}
+	if err := h.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	call(h)
+	if err := h.Quiesce(ctx); err != nil {
+		t.Fatalf("quiesce: %v", err)
+	}
+	// The save: the old host goes, a new one comes on a new byte stream.
+	hs2, gs2 := streamPair(t)
+	p.next <- gs2
+	_ = unix.Shutdown(hsFd, unix.SHUT_RDWR) // a blocking read of it holds off its close
+	h.Close()
+	hostSide2, initEnd2 := pair(t)
+	defer hostSide2.Close()
+	h2, err := ResumeHost(hs2, initEnd2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if n := call(h2); n != 3 {
+		t.Fatalf("the restored guest answered call %d, want 3", n)
+	}
+}
+
+// TestUploadAndReader: a call's upload stream reaches the agent whole, or as far as the agent
+// reads it before it answers, without the host stalling; a call's reader gets the agent's stream.
+func TestUploadAndReader(t *testing.T) {
+	hostSide, initEnd := pair(t)
+	defer hostSide.Close()
+	agentEnd, initSide := pair(t)
+	defer initSide.Close()
+	hs, gs := streamPair(t)
+	h, err := NewHost(hs, initEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	g, err := NewGuest(gs, agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Handle = func(kind string, body json.RawMessage) (any, error) {
+		var sb StreamBody
+		if err := json.Unmarshal(body, &sb); err != nil {
+			return nil, err
+		}
+		switch kind {
+		case "all", "some":
+			f, err := g.Upload(sb.Stream)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			if kind == "some" {
+				b := make([]byte, 10)
+				n, err := io.ReadFull(f, b)
+				return n, err
+			}
+			b, err := io.ReadAll(f)
+			return len(b), err
+		case "read":
+			w, err := g.SendStream(sb.Stream)
+			if err != nil {
+				return nil, err
+			}
+			go func() {
+				_, _ = w.Write(bytes.Repeat([]byte("r"), 700000))
+				w.Close()
+			}()
+			return "ok", nil
+		}
+		return nil, fmt.Errorf("no call %s", kind)
+	}
+	go g.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := strings.Repeat("u", 3<<20) // past the window: credit must flow
+	for _, c := range []struct {
+		kind string
+		want int
+	}{{"all", len(big)}, {"some", 10}} {
+		var n int
+		if err := h.CallUpload(ctx, c.kind, nil, strings.NewReader(big), &n); err != nil || n != c.want {
+			t.Fatalf("%s: %d bytes, %v; want %d", c.kind, n, err, c.want)
+		}
+	}
+	var ok string
+	rc, err := h.CallReader(ctx, "read", nil, &ok)
+	if err != nil || ok != "ok" {
+		t.Fatalf("reader: %q %v", ok, err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || len(b) != 700000 {
+		t.Fatalf("read %d bytes: %v", len(b), err)
 	}
 }

@@ -241,7 +241,9 @@ func (s *stream) finish(sending bool) {
 	if last {
 		s.f.Close()
 		s.m.mu.Lock()
-		delete(s.m.streams, s.id)
+		if s.m.streams[s.id] == s { // not a new host's stream of the same id (Guest.reset)
+			delete(s.m.streams, s.id)
+		}
 		s.m.mu.Unlock()
 	}
 }
