@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,7 +40,7 @@ func measureRestore(d *microvm.Driver, n int) ([]time.Duration, int64, error) {
 	defer cancel()
 	var layer bytes.Buffer
 	if saved, err := sb.(driver.Snapshotter).Snapshot(ctx, &layer, mem); err != nil || !saved {
-		return nil, 0, fmt.Errorf("snapshot with memory: saved %v: %v", saved, err)
+		return nil, 0, fmt.Errorf("snapshot with memory: saved %v: %w", saved, err)
 	}
 	var size int64
 	ents, _ := os.ReadDir(mem)
@@ -63,7 +64,7 @@ func measureRestore(d *microvm.Driver, n int) ([]time.Duration, int64, error) {
 		b, berr := count(rs)
 		_ = rs.Destroy(context.Background())
 		if aerr != nil || berr != nil || b <= a {
-			return nil, 0, fmt.Errorf("restore %d: the counter does not go on (%d then %d: %v %v)", i, a, b, aerr, berr)
+			return nil, 0, fmt.Errorf("restore %d: the counter does not go on (%d then %d): %w", i, a, b, errors.Join(aerr, berr))
 		}
 	}
 	return out, size, nil
@@ -153,7 +154,7 @@ func measureClaims(airlock, kernelDir string, n int) ([]time.Duration, error) {
 		r, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: []string{"echo", "ok"}})
 		serve.Terminate(ctx, c, sb.ID)
 		if err != nil || strings.TrimSpace(r.Stdout) != "ok" {
-			return nil, fmt.Errorf("exec in a claimed VM: %v %+v", err, r)
+			return nil, fmt.Errorf("exec in a claimed VM: %+v: %w", r, err)
 		}
 	}
 	return out, nil
