@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
@@ -233,7 +234,7 @@ func nodeObject(ctx context.Context, m *manager.Manager, o Options) (corev1.Node
 				OperatingSystem:         "linux",
 				Architecture:            runtime.GOARCH,
 				KubeletVersion:          "airlock",
-				ContainerRuntimeVersion: "airlock://" + fmt.Sprint(classes),
+				ContainerRuntimeVersion: "airlock://" + strings.Join(classes, ","),
 			},
 			Conditions: []corev1.NodeCondition{
 				cond(corev1.NodeReady, corev1.ConditionFalse, "Starting", "airlock is registering the node"),
