@@ -44,8 +44,11 @@ console: sdk-typescript
 	cd web/console && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; } && \
 		npm run --silent check && npm run --silent build
 
+# airlock-kube is airlock with the Kubernetes node (serve --kubeconfig runs it), kept out of
+# airlock, which is every sandbox's init (docs/kubernetes.md).
 build: console
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(dir $(BIN))airlock-kube ./cmd/airlock-kube
 
 # The SDKs from their sources and api/openapi.json: the TypeScript one's dependencies (pinned by
 # its package-lock.json) and build (sdk/typescript/dist), and the Python one's wheel

@@ -130,6 +130,10 @@ func TestLayers(t *testing.T) {
 		{"the tool gateway (tools) is imported only by the server, the daemon and the tests", func(pkg, dep string) bool {
 			return dep == "internal/tools" && !under(pkg, "internal/server", "internal/daemon", "cmd", "test")
 		}},
+		{"the Kubernetes code (internal/kube, client-go) is linked only into airlock-kube: airlock is every sandbox's init", func(pkg, dep string) bool {
+			return (under(dep, "internal/kube") || strings.HasPrefix(dep, "ext:k8s.io/") || strings.HasPrefix(dep, "ext:github.com/virtual-kubelet/")) &&
+				!under(pkg, "internal/kube", "cmd/airlock-kube", "test", "scripts")
+		}},
 		{"the server is imported only by the daemon, the CLI (serve) and the tests", func(pkg, dep string) bool {
 			return under(dep, "internal/server") && !under(pkg, "internal/server", "internal/daemon", "internal/cli", "cmd", "test")
 		}},

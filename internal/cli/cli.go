@@ -15,6 +15,9 @@ type env struct {
 	stdin          *os.File
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// kube makes airlock serve a Kubernetes node: set in airlock-kube (MainKube); nil in
+	// airlock, whose serve --kubeconfig runs airlock-kube instead (servenode.go says why).
+	kube *KubeNode
 }
 
 type verb struct {
@@ -62,7 +65,16 @@ func verbs() []verb {
 
 // Main runs the command line and returns the exit status.
 func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, log: newLogger(stderr)}
+	return main(&env{stdin: stdin, stdout: stdout, stderr: stderr, log: newLogger(stderr)}, args)
+}
+
+// MainKube is Main in airlock-kube, the binary whose serve can be a Kubernetes node (start).
+func MainKube(args []string, stdin *os.File, stdout, stderr io.Writer, kube KubeNode) int {
+	return main(&env{stdin: stdin, stdout: stdout, stderr: stderr, log: newLogger(stderr), kube: &kube}, args)
+}
+
+func main(e *env, args []string) int {
+	stderr := e.stderr
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

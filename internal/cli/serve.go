@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlockrun/airlock/internal/config"
 	"github.com/airlockrun/airlock/internal/daemon"
-	"github.com/airlockrun/airlock/internal/kube/node"
 	"github.com/airlockrun/airlock/internal/levels"
 )
 
@@ -52,6 +51,16 @@ func serveCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "airlock serve:", err)
 		return 2
 	}
+	if nf.set() && e.kube == nil {
+		fmt.Fprintln(e.stderr, "airlock serve:", execKube(args))
+		return 1
+	}
+	if nf.set() {
+		if err := e.kube.Check(nodeOpts); err != nil {
+			fmt.Fprintln(e.stderr, "airlock serve:", err)
+			return 2
+		}
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(e.stderr, "airlock serve: needs root (sandboxes are made of namespaces and cgroups); see `airlock doctor`")
 		return 1
@@ -71,29 +80,25 @@ func serveCmd(e *env, args []string) int {
 	go func() { done <- d.Serve() }()
 	// As a node, the daemon stops being one (its controllers end; the Node and its Pods stay
 	// in the cluster, as a kubelet's do) before its sandboxes end.
-	var kn *node.Node
+	var kn Node
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer stopNode()
-	var nodeDone <-chan struct{}
 	if nf.set() {
-		nodeOpts.Levels = d.Levels()
-		if kn, err = node.Start(nodeCtx, d.Manager(), nodeOpts, log.With("component", "node")); err != nil {
-			kn = nil
+		if kn, err = e.kube.Start(nodeCtx, d, nodeOpts, log.With("component", "node")); err != nil {
+			kn = Node{}
 			stop() // the daemon stops with the error
-		} else {
-			nodeDone = kn.Done()
 		}
 	}
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-	case <-nodeDone:
+	case <-kn.Done: // nil, and never ready, without a node
 		err = fmt.Errorf("the Kubernetes node stopped: %w", kn.Err())
 		stop()
 	}
-	if kn != nil {
+	if kn.Done != nil {
 		stopNode()
-		<-kn.Done()
+		<-kn.Done
 	}
 	if ctx.Err() != nil {
 		log.Info("stopping", "grace", d.Grace())

@@ -106,7 +106,8 @@ func run(m *testing.M) int {
 	return code
 }
 
-// buildAirlock builds the binary under test into dir (or takes $AIRLOCK_BIN).
+// buildAirlock builds the binaries under test into dir, airlock and beside it airlock-kube
+// (which airlock serve --kubeconfig runs), or takes $AIRLOCK_BIN (with airlock-kube beside it).
 func buildAirlock(dir string) (string, error) {
 	if bin := os.Getenv("AIRLOCK_BIN"); bin != "" {
 		return filepath.Abs(bin)
@@ -115,14 +116,15 @@ func buildAirlock(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "airlock")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/airlock")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/airlock: %w\n%s", err, b)
+	for _, b := range []string{"airlock", "airlock-kube"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "./cmd/"+b)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", b, err, out)
+		}
 	}
-	return out, nil
+	return filepath.Join(dir, "airlock"), nil
 }
 
 // dumpLogs prints the tail of every component's log, for a failed run.

@@ -145,6 +145,33 @@ func TestPodsSpreadAndRun(t *testing.T) {
 	}
 }
 
+// TestRuntimeClasses: a Pod of each other airlock runtime class runs python3 in its level (the
+// container level under runc and gVisor, the wasm level's CPython), where a node offers it.
+// airlock-microvm is left out: under TCG (no KVM here) a VM takes most of a minute to boot.
+func TestRuntimeClasses(t *testing.T) {
+	for _, rc := range []string{"airlock-runc", "airlock-gvisor", "airlock-wasm"} {
+		t.Run(rc, func(t *testing.T) {
+			t.Parallel()
+			offered, err := cs.CoreV1().Nodes().List(ctxFor(t, 30*time.Second), metav1.ListOptions{LabelSelector: kubeapi.RuntimeLabelPrefix + rc + "=true"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(offered.Items) == 0 {
+				t.Skipf("no node offers %s on this host (airlock doctor says why)", rc)
+			}
+			name := "six-by-seven-" + strings.TrimPrefix(rc, "airlock-")
+			create(t, sandboxPod(name, []string{"python3", "-c", "print(6*7)"}, func(p *corev1.Pod) { p.Spec.RuntimeClassName = &rc }))
+			p := waitPod(t, "default", name, 2*time.Minute, "over", phaseIs(corev1.PodSucceeded, corev1.PodFailed))
+			if p.Status.Phase != corev1.PodSucceeded {
+				t.Fatalf("%s", podText(p))
+			}
+			if got := logsOf(t, "default", name); got != "42\n" {
+				t.Errorf("logs: %q, want \"42\\n\"", got)
+			}
+		})
+	}
+}
+
 // TestExecAndDelete: a long-running Pod takes kubectl exec with stdin, reports a command's exit
 // code, and on delete its sandbox is terminated and nothing of it is left on its node.
 func TestExecAndDelete(t *testing.T) {

@@ -33,6 +33,7 @@ type Node struct {
 	// Log is its output.
 	Log string
 
+	argv []string // the daemon's command line, for Restart
 	cmd  *exec.Cmd
 	done chan struct{}
 	logf *os.File
@@ -86,27 +87,18 @@ func (c *Cluster) StartNode(ctx context.Context, airlock, name string) (*Node, e
 		return nil, err
 	}
 	n := &Node{Name: name, API: "http://127.0.0.1:" + strconv.Itoa(ports[0]), DataDir: filepath.Join(dir, "data"),
-		Log: filepath.Join(c.opts.Dir, "logs", name+".log"), done: make(chan struct{})}
+		Log: filepath.Join(c.opts.Dir, "logs", name+".log")}
 	if n.logf, err = os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, err
 	}
-	n.cmd = exec.Command(airlock, "serve", "--data-dir", n.DataDir, "--listen", "127.0.0.1:"+strconv.Itoa(ports[0]),
+	n.argv = []string{airlock, "serve", "--data-dir", n.DataDir, "--listen", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--kubeconfig", kubeconfig, "--node-name", name, "--pod-tenant", NodeTenant,
-		"--kubelet-listen", "127.0.0.1:"+strconv.Itoa(ports[1]), "--kubelet-tls-cert", cert, "--kubelet-tls-key", key,
-		"--kubelet-client-ca", c.caFile)
-	n.cmd.Stdout, n.cmd.Stderr = n.logf, n.logf
-	n.cmd.Env = append(os.Environ(), "AIRLOCK_LOG=info")
-	// A daemon whose starter dies stops as it would at Ctrl-C: it ends its sandboxes, so that
-	// nothing of theirs outlives the cluster.
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	if err := n.cmd.Start(); err != nil {
+		"--kubelet-listen", "127.0.0.1:" + strconv.Itoa(ports[1]), "--kubelet-tls-cert", cert, "--kubelet-tls-key", key,
+		"--kubelet-client-ca", c.caFile}
+	if err := n.start(); err != nil {
 		n.logf.Close()
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	go func() {
-		_ = n.cmd.Wait() // how it ended is in its log
-		close(n.done)
-	}()
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
@@ -114,6 +106,40 @@ func (c *Cluster) StartNode(ctx context.Context, airlock, name string) (*Node, e
 		return nil, err
 	}
 	return n, nil
+}
+
+// start starts n's daemon.
+func (n *Node) start() error {
+	n.cmd = exec.Command(n.argv[0], n.argv[1:]...)
+	n.cmd.Stdout, n.cmd.Stderr = n.logf, n.logf
+	n.cmd.Env = append(os.Environ(), "AIRLOCK_LOG=info")
+	// A daemon whose starter dies stops as it would at Ctrl-C: it ends its sandboxes, so that
+	// nothing of theirs outlives the cluster.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if err := n.cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	n.done = done
+	go func(cmd *exec.Cmd) {
+		_ = cmd.Wait() // how it ended is in its log
+		close(done)
+	}(n.cmd)
+	return nil
+}
+
+// Restart starts node n's daemon again, on the same data dir, ports and names, after Kill, and
+// waits until the node is Ready again.
+func (c *Cluster) Restart(ctx context.Context, n *Node) error {
+	select {
+	case <-n.done:
+	default:
+		return fmt.Errorf("node %s is running", n.Name)
+	}
+	if err := n.start(); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return c.waitNode(ctx, n, 90*time.Second)
 }
 
 // waitNode waits until node n answers on its API and is Ready in the cluster.

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
@@ -60,7 +61,9 @@ type Options struct {
 	Levels []driver.Capabilities
 }
 
-func (o Options) validate() error {
+// Validate says what is wrong with o, as far as it can be told before the node starts: the
+// flag that is missing or malformed.
+func (o Options) Validate() error {
 	switch {
 	case o.Kubeconfig == "":
 		return errors.New("a node needs --kubeconfig")
@@ -97,7 +100,7 @@ type Node struct {
 // kubelet API and the controllers that keep its lease, its status and its Pods, and returns once
 // the node is Ready. The node runs until ctx ends; Wait says how it ended.
 func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger) (*Node, error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	// client-go logs through klog: into the daemon's log, at its level.
@@ -231,7 +234,7 @@ func nodeObject(ctx context.Context, m *manager.Manager, o Options) (corev1.Node
 				OperatingSystem:         "linux",
 				Architecture:            runtime.GOARCH,
 				KubeletVersion:          "airlock",
-				ContainerRuntimeVersion: "airlock://" + fmt.Sprint(classes),
+				ContainerRuntimeVersion: "airlock://" + strings.Join(classes, ","),
 			},
 			Conditions: []corev1.NodeCondition{
 				cond(corev1.NodeReady, corev1.ConditionFalse, "Starting", "airlock is registering the node"),

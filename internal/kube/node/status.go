@@ -43,8 +43,8 @@ func podReason(reason string) string {
 
 // statusOf is the Pod status that sandbox sb of pod makes: Pending while provisioning, Running
 // while it lives (Ready unless paused), Succeeded when its agent exited 0, Failed otherwise.
-// exit is how its agent ended, when it has; lastLive says whether the sandbox had completed
-// before it was terminated.
+// exit is how its agent ended, when it has: its exit code, and OOMKilled when the memory limit
+// killed it.
 func statusOf(pod *corev1.Pod, sb api.Sandbox, exit *exitInfo, hostIP string) corev1.PodStatus {
 	created := metav1.NewTime(sb.CreatedAt)
 	st := corev1.PodStatus{

@@ -33,11 +33,11 @@ func (p *Provider) sandboxOf(ctx context.Context, ns, name string) (context.Cont
 		return nil, "", vkerrdefs.NotFoundf("pod %s is not on node %s", k, p.node)
 	}
 	if st.id == "" {
-		msg := "it never became a sandbox"
+		msg := "its sandbox is being made"
 		if st.failed != nil {
-			msg = st.failed.Error()
+			msg = "it never became a sandbox: " + st.failed.Error()
 		}
-		return nil, "", vkerrdefs.InvalidInputf("pod %s has no sandbox: %s", k, msg)
+		return nil, "", vkerrdefs.InvalidInputf("pod %s has no sandbox yet: %s", k, msg)
 	}
 	return p.ctxOf(ctx, st), st.id, nil
 }

@@ -15,7 +15,8 @@ func withLogger(ctx context.Context, log *slog.Logger) context.Context {
 }
 
 // vkLogger is the virtual kubelet's Logger over slog. Its debug and info lines are the
-// library's chatter (each pod sync): they go out at debug.
+// library's chatter (each pod sync): they go out at debug. Fatal logs as an error and does not
+// exit: the library never calls it, and a daemon's end is the daemon's to decide.
 type vkLogger struct{ l *slog.Logger }
 
 var _ vklog.Logger = vkLogger{}
