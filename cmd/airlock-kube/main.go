@@ -10,27 +10,13 @@ import (
 
 	"github.com/airlockrun/airlock/internal/cli"
 	"github.com/airlockrun/airlock/internal/daemon"
-	"github.com/airlockrun/airlock/internal/driver/microvm"
-	"github.com/airlockrun/airlock/internal/driver/wasm"
-	"github.com/airlockrun/airlock/internal/guest/pid1"
-	"github.com/airlockrun/airlock/internal/guest/vm"
+	"github.com/airlockrun/airlock/internal/entry"
 	"github.com/airlockrun/airlock/internal/kube/node"
 )
 
 func main() {
 	// The sandboxes of a node's daemon start this binary as their init, as airlock's do.
-	if pid1.IsInit() {
-		pid1.Run()
-	}
-	if vm.IsAgent() {
-		vm.Run()
-	}
-	if microvm.IsJail() {
-		microvm.Jail()
-	}
-	if wasm.IsWorker() {
-		wasm.Worker()
-	}
+	entry.Roles()
 	os.Exit(cli.MainKube(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.KubeNode{Check: checkNode, Start: startNode}))
 }
 

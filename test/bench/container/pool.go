@@ -83,24 +83,7 @@ func (d *daemon) close() {
 // settle waits until every pool is full again, so that no refill runs while a runner is timed
 // (the raw runtime's runs included).
 func (d *daemon) settle() error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		ps, err := d.c.Pools(context.Background())
-		if err != nil {
-			return err
-		}
-		full := true
-		for _, p := range ps {
-			full = full && p.Ready == p.Size && p.Warming == 0
-		}
-		if full {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the daemon's pools did not refill: %+v", ps)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return serve.Settle(context.Background(), d.c, 2*time.Minute, 5*time.Millisecond)
 }
 
 // runner claims a sandbox of runtime rt from the pool, runs argv in it, checks its output and

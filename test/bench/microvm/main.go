@@ -41,7 +41,7 @@ import (
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/microvm"
-	"github.com/airlockrun/airlock/internal/guest/pid1"
+	"github.com/airlockrun/airlock/internal/entry"
 	"github.com/airlockrun/airlock/internal/guest/vm"
 	"github.com/airlockrun/airlock/internal/guest/vmlink"
 	"github.com/airlockrun/airlock/internal/levels"
@@ -57,15 +57,7 @@ const (
 )
 
 func main() {
-	if vm.IsAgent() {
-		vm.Run()
-	}
-	if pid1.IsInit() {
-		pid1.Run()
-	}
-	if microvm.IsJail() {
-		microvm.Jail()
-	}
+	entry.Roles()
 	n := flag.Int("n", 10, "boot rounds (each: one airlock create, one raw qemu boot)")
 	execs := flag.Int("execs", 20, "exec round trips per command and level")
 	jsonOut := flag.String("json", "", "write the figures as JSON to this file")

@@ -116,26 +116,7 @@ func measureClaims(airlock, kernelDir string, n int) ([]time.Duration, error) {
 	}
 	defer stop()
 	ctx := context.Background()
-	settle := func() error {
-		deadline := time.Now().Add(5 * time.Minute)
-		for {
-			ps, err := c.Pools(ctx)
-			if err != nil {
-				return err
-			}
-			full := true
-			for _, p := range ps {
-				full = full && p.Ready == p.Size && p.Warming == 0
-			}
-			if full {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("the pool did not fill: %+v", ps)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	settle := func() error { return serve.Settle(ctx, c, 5*time.Minute, 20*time.Millisecond) }
 	var out []time.Duration
 	for i := 0; i < n; i++ {
 		if err := settle(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
@@ -71,4 +72,27 @@ func ExecError(what string, res api.ExecResult, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return fmt.Errorf("%s: %+v", what, res)
+}
+
+// Settle waits until every pool of the daemon c speaks to is full (no sandbox warming), so that
+// no refill runs while a runner is timed; it gives up after within, polling every poll.
+func Settle(ctx context.Context, c *client.Client, within, poll time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		ps, err := c.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		full := true
+		for _, p := range ps {
+			full = full && p.Ready == p.Size && p.Warming == 0
+		}
+		if full {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the daemon's pools did not fill within %v: %+v", within, ps)
+		}
+		time.Sleep(poll)
+	}
 }
