@@ -211,3 +211,21 @@ func Resolver(spec sandbox.Spec, network *egress.Service) string {
 	}
 	return network.Resolver().String()
 }
+
+// RootDir checks an operator's root directory (a template's dir, `airlock run --rootfs`) as a
+// sandbox's read-only root and returns it with its symlinks resolved: a directory, and not the
+// host's own root — the host itself, with every mount on it (/proc, /sys, the data dir...), is
+// not a root filesystem to copy on write, and no idmapped mount can be made of it.
+func RootDir(dir string) (string, error) {
+	lower, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", errdefs.Invalid("rootfs", "%v", err)
+	}
+	if st, err := os.Stat(lower); err != nil || !st.IsDir() {
+		return "", errdefs.Invalid("rootfs", "%q is not a directory", dir)
+	}
+	if lower == "/" {
+		return "", errdefs.Invalid("rootfs", "%q is the host's own root; give a directory holding a root filesystem (an unpacked image, a debootstrap), or leave it out for the host template", dir)
+	}
+	return lower, nil
+}

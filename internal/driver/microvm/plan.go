@@ -59,15 +59,9 @@ func (d *Driver) plan(spec sandbox.Spec, lowers []string) (*vmPlan, error) {
 	case len(lowers) > 0:
 		p.Lowers = lowers
 	case spec.RootDir != "":
-		lower, err := filepath.EvalSymlinks(spec.RootDir)
+		lower, err := hosttemplate.RootDir(spec.RootDir)
 		if err != nil {
-			return nil, errdefs.Invalid("rootfs", "%v", err)
-		}
-		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
-			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.RootDir)
-		}
-		if lower == "/" {
-			return nil, errdefs.Invalid("rootfs", "%q is the host's own root; give a directory holding a root filesystem, or leave it out for the host template", spec.RootDir)
+			return nil, err
 		}
 		p.Lowers = []string{lower}
 	}

@@ -32,17 +32,9 @@ func (d *Driver) plan(id string, spec sandbox.Spec, lowers []string) (*guest.Con
 		r.Lowers = lowers
 		r.Files = hosttemplate.EtcFiles(false, d.resolver(spec))
 	} else if spec.RootDir != "" {
-		lower, err := filepath.EvalSymlinks(spec.RootDir)
+		lower, err := hosttemplate.RootDir(spec.RootDir)
 		if err != nil {
-			return nil, errdefs.Invalid("rootfs", "%v", err)
-		}
-		if st, err := os.Stat(lower); err != nil || !st.IsDir() {
-			return nil, errdefs.Invalid("rootfs", "%q is not a directory", spec.RootDir)
-		}
-		if lower == "/" {
-			// The host itself, with every mount on it (/proc, /sys, the data dir...): not a
-			// root filesystem to copy on write, and no idmapped mount can be made of it.
-			return nil, errdefs.Invalid("rootfs", "%q is the host's own root; give a directory holding a root filesystem (an unpacked image, a debootstrap), or leave --rootfs out for the host template", spec.RootDir)
+			return nil, err
 		}
 		r.Lowers = []string{lower}
 		r.Files = hosttemplate.EtcFiles(false, d.resolver(spec))
