@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/airlockrun/airlock/internal/driver/microvm"
 	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/uidalloc"
 )
@@ -54,7 +55,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	cleanup := func() { os.RemoveAll(tmp) }
+	cleanup := func() {
+		// The microvm level's state of each airlock run here (its initramfs, kept for the
+		// daemon's next start) outlives the daemon by design: not the tests'.
+		instancesMu.Lock()
+		for instance := range instances {
+			os.RemoveAll(microvm.StateDirOf(instance))
+		}
+		instancesMu.Unlock()
+		os.RemoveAll(tmp)
+	}
 	if err := setup(tmp); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		cleanup()

@@ -35,7 +35,6 @@ func TestRootImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDriver(t, func(c *microvm.Config) { c.Images = store })
-	h := &drivertest.Harness{D: d}
 	t0 := time.Now()
 	t.Cleanup(func() { removeNewImages(d, t0) })
 	cases := []struct {
@@ -49,7 +48,20 @@ func TestRootImages(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			sb := h.New(t, c.spec)
+			// Two VMs boot side by side on a loaded host: more room than a create's usual 30 s.
+			spec := c.spec
+			spec.Isolation = d.Name()
+			sandbox.SetDefaults(&spec)
+			if err := sandbox.Validate(&spec); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sb, err := d.Create(ctx, sandbox.NewID("sbx_"), spec)
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			t.Cleanup(func() { drivertest.Destroy(context.Background(), t, sb) })
 			res := drivertest.Exec(t, sb, 30*time.Second, "id -u; echo $FOO; cat /etc/motd 2>/dev/null || echo no motd; ls /bin/false 2>/dev/null || echo gone")
 			if res.ExitCode != 0 || res.Stdout != c.want {
 				t.Fatalf("exit %d stdout %q (want %q) stderr %q", res.ExitCode, res.Stdout, c.want, res.Stderr)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -83,9 +84,10 @@ func newRootImages(dir, self, mkfs string, log *slog.Logger) *rootImages {
 // what every host user may read), or Lowers, directories stacked as an overlay, top first (an
 // image's layers, whose whiteouts the overlay applies).
 type source struct {
-	Mounts []ShareMount
-	Lowers []string
-	Public bool
+	Mounts  []ShareMount
+	Lowers  []string
+	Public  bool
+	Content bool // keyed by its files' contents (walkTree)
 }
 
 // walked is what walkTree walks of s.
@@ -110,9 +112,11 @@ type tree struct {
 // walkTree walks the tree mounts make when bound in order at their Dst (see assembleShare):
 // a later mount covers what an earlier one has at its Dst. public leaves out what not every
 // host user may read (the host template's); an image's or a template's tree is taken whole.
-func walkTree(mounts []ShareMount, public bool) (tree, error) {
+// content keys the tree by its files' contents instead of their times and inodes (a small tree
+// generated again and again the same, the /etc of the sandboxes).
+func walkTree(mounts []ShareMount, public, content bool) (tree, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %v\n", imageFormat, public)
+	fmt.Fprintf(h, "%s %v %v\n", imageFormat, public, content)
 	var t tree
 	later := func(i int, p string) bool {
 		for _, m := range mounts[i+1:] {
@@ -147,8 +151,16 @@ func walkTree(mounts []ShareMount, public bool) (tree, error) {
 				return fmt.Errorf("%s: no stat", p)
 			}
 			t.entries++
-			fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%d.%d\x00%d.%d\x00%d\x00%d\n", rel, st.Mode, st.Uid, st.Gid, st.Size,
-				st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, st.Ino, st.Dev)
+			if content {
+				sum, err := contentOf(p, st)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%s\n", rel, st.Mode, st.Uid, st.Gid, st.Size, sum)
+			} else {
+				fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%d.%d\x00%d.%d\x00%d\x00%d\n", rel, st.Mode, st.Uid, st.Gid, st.Size,
+					st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, st.Ino, st.Dev)
+			}
 			if public && !everyones(st) {
 				if rel == "/" {
 					return fmt.Errorf("%s is not readable by every host user", m.Src)
@@ -166,6 +178,27 @@ func walkTree(mounts []ShareMount, public bool) (tree, error) {
 	}
 	t.key = hex.EncodeToString(h.Sum(nil))
 	return t, nil
+}
+
+// contentOf is what an entry holds, for a tree keyed by content: a file's digest, a symlink's
+// target.
+func contentOf(p string, st *syscall.Stat_t) (string, error) {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		f, err := os.Open(p)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	case unix.S_IFLNK:
+		return os.Readlink(p)
+	}
+	return "", nil
 }
 
 // everyones reports whether every host user may read the entry st: a file others may read, a
@@ -222,7 +255,7 @@ func (r *rootImages) template(ctx context.Context, mounts []ShareMount) (string,
 
 // directory returns the image of directory src (the generated /etc).
 func (r *rootImages) directory(ctx context.Context, prefix, src string) (string, error) {
-	return r.build(ctx, prefix, source{Mounts: []ShareMount{{Src: src, Dst: "/", Dir: true}}, Public: true})
+	return r.build(ctx, prefix, source{Mounts: []ShareMount{{Src: src, Dst: "/", Dir: true}}, Public: true, Content: true})
 }
 
 // layers returns the image of directories stacked, top first: an image's layers (which the
@@ -259,7 +292,7 @@ func touch(p string) {
 // making goes on when ctx ends (the next VM finds the image), and one build serves every caller
 // that wants the same image.
 func (r *rootImages) build(ctx context.Context, prefix string, src source) (string, error) {
-	t, err := walkTree(src.walked(), src.Public)
+	t, err := walkTree(src.walked(), src.Public, src.Content)
 	if err != nil {
 		return "", err
 	}
@@ -318,7 +351,7 @@ func (r *rootImages) make(ctx context.Context, name string, src source, t tree) 
 		return "", err
 	}
 	// A tree that changed meanwhile may have brought in what is not everyone's to read.
-	again, err := walkTree(src.walked(), src.Public)
+	again, err := walkTree(src.walked(), src.Public, src.Content)
 	if err != nil {
 		return "", err
 	}

@@ -108,7 +108,14 @@ func run(n, execs int, airlock, kernelDir, jsonOut string) error {
 	d := mv.(*microvm.Driver)
 	defer os.RemoveAll(d.StateDir())
 
-	// A first sandbox outside the clock: the initramfs is built and the accelerator decided.
+	// The root images (the host template's is made once for the host, about a minute here)
+	// and a first sandbox outside the clock: the initramfs is built and the accelerator decided.
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	err = d.WarmImages(wctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("root images: %w", err)
+	}
 	first, err := create(d)
 	if err != nil {
 		return fmt.Errorf("first sandbox: %w", err)

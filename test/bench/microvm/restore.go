@@ -15,6 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/microvm"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 	"github.com/airlockrun/airlock/test/bench/serve"
 )
 
@@ -110,6 +111,8 @@ func measureClaims(airlock, kernelDir string, n int) ([]time.Duration, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The daemon's microvm state (its initramfs) outlives it by design; not the bench's.
+	defer os.RemoveAll(microvm.StateDirOf(uidalloc.InstanceOf(filepath.Join(dir, "data"))))
 	c, stop, err := serve.StartClient(bin, dir, string(cfg))
 	if err != nil {
 		return nil, err
