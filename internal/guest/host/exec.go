@@ -18,8 +18,11 @@ import (
 
 // outputGrace is how long an exec waits, after its command exited, for its output streams to
 // reach EOF. A background process that keeps them open does not hold the result hostage: what it
-// wrote until then is delivered, and it gets EPIPE (or, on a terminal, a hangup) afterwards.
-const outputGrace = 100 * time.Millisecond
+// wrote until then is delivered, and it gets EPIPE (or, on a terminal, a hangup) afterwards. Where
+// init relays the streams (gVisor, a VM), the exit can arrive before the relay has forwarded the
+// command's last output; on a starved sandbox 100 ms lost it (an `echo` of runsc's, once in 200
+// under load, and a VM's under TCG), so the grace is a second.
+const outputGrace = time.Second
 
 // killGrace is how long Exec waits for init to kill a command whose deadline passed before it
 // kills the whole cgroup instead (see Launcher.KillGrace).
