@@ -191,6 +191,13 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 	return decodeData(resp, out)
 }
 
+// callFor sends req and decodes its answer as a T.
+func callFor[T any](ctx context.Context, c *Client, req request) (T, error) {
+	var out T
+	err := c.call(ctx, req, &out)
+	return out, err
+}
+
 // decodeData decodes a success envelope {"ok": true, "data": ...} into out.
 func decodeData(resp *http.Response, out any) error {
 	env := struct {

@@ -30,66 +30,48 @@ func (c *Client) Tools(ctx context.Context, o ToolsOptions) ([]api.Tool, error) 
 	if o.AgentID != "" {
 		q.Set("agentId", o.AgentID)
 	}
-	var ts []api.Tool
-	err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/tools", query: q}, &ts)
-	return ts, err
+	return callFor[[]api.Tool](ctx, c, request{method: http.MethodGet, path: "/api/v1/tools", query: q})
 }
 
 // Tool returns one tool this key may call; any other name is ErrNotFound.
 func (c *Client) Tool(ctx context.Context, name string) (api.Tool, error) {
-	var t api.Tool
-	err := c.call(ctx, request{method: http.MethodGet, path: toolPath(name)}, &t)
-	return t, err
+	return callFor[api.Tool](ctx, c, request{method: http.MethodGet, path: toolPath(name)})
 }
 
 // PutTool makes or replaces one of the tenant's tools (d.Name).
 func (c *Client) PutTool(ctx context.Context, d api.ToolDefinition) (api.Tool, error) {
-	var t api.Tool
-	err := c.call(ctx, request{method: http.MethodPut, path: toolPath(d.Name), json: d}, &t)
-	return t, err
+	return callFor[api.Tool](ctx, c, request{method: http.MethodPut, path: toolPath(d.Name), json: d})
 }
 
 // DeleteTool removes one of the tenant's tools and returns it as it was.
 func (c *Client) DeleteTool(ctx context.Context, name string) (api.Tool, error) {
-	var t api.Tool
-	err := c.call(ctx, request{method: http.MethodDelete, path: toolPath(name)}, &t)
-	return t, err
+	return callFor[api.Tool](ctx, c, request{method: http.MethodDelete, path: toolPath(name)})
 }
 
 // CallTool calls tool name with req's arguments.
 func (c *Client) CallTool(ctx context.Context, name string, req api.ToolCallRequest) (api.ToolResult, error) {
-	var res api.ToolResult
-	err := c.call(ctx, request{method: http.MethodPost, path: toolPath(name) + "/call", json: req}, &res)
-	return res, err
+	return callFor[api.ToolResult](ctx, c, request{method: http.MethodPost, path: toolPath(name) + "/call", json: req})
 }
 
 // ToolServers lists the upstream MCP servers the tenant may use.
 func (c *Client) ToolServers(ctx context.Context) ([]api.ToolServerInfo, error) {
-	var ss []api.ToolServerInfo
-	err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/tool-servers"}, &ss)
-	return ss, err
+	return callFor[[]api.ToolServerInfo](ctx, c, request{method: http.MethodGet, path: "/api/v1/tool-servers"})
 }
 
 // ToolServer returns one upstream MCP server.
 func (c *Client) ToolServer(ctx context.Context, name string) (api.ToolServerInfo, error) {
-	var s api.ToolServerInfo
-	err := c.call(ctx, request{method: http.MethodGet, path: serverPath(name)}, &s)
-	return s, err
+	return callFor[api.ToolServerInfo](ctx, c, request{method: http.MethodGet, path: serverPath(name)})
 }
 
 // PutToolServer makes or replaces one of the tenant's upstream MCP servers (d.Name): a command
 // run in a sandbox of the tenant.
 func (c *Client) PutToolServer(ctx context.Context, d api.ToolServer) (api.ToolServerInfo, error) {
-	var s api.ToolServerInfo
-	err := c.call(ctx, request{method: http.MethodPut, path: serverPath(d.Name), json: d}, &s)
-	return s, err
+	return callFor[api.ToolServerInfo](ctx, c, request{method: http.MethodPut, path: serverPath(d.Name), json: d})
 }
 
 // DeleteToolServer removes one of the tenant's upstream MCP servers, stopping it.
 func (c *Client) DeleteToolServer(ctx context.Context, name string) (api.ToolServerInfo, error) {
-	var s api.ToolServerInfo
-	err := c.call(ctx, request{method: http.MethodDelete, path: serverPath(name)}, &s)
-	return s, err
+	return callFor[api.ToolServerInfo](ctx, c, request{method: http.MethodDelete, path: serverPath(name)})
 }
 
 // PolicyOptions name the tenant of a policy request: an admin key's choice (default: the key's
@@ -109,32 +91,24 @@ func (o PolicyOptions) query() url.Values {
 // ToolPolicies lists the tool policies that may bind the tenant (an admin key without a tenant:
 // every tenant's).
 func (c *Client) ToolPolicies(ctx context.Context, o PolicyOptions) ([]api.ToolPolicy, error) {
-	var ps []api.ToolPolicy
-	err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/tool-policies", query: o.query()}, &ps)
-	return ps, err
+	return callFor[[]api.ToolPolicy](ctx, c, request{method: http.MethodGet, path: "/api/v1/tool-policies", query: o.query()})
 }
 
 // ToolPolicy returns one tool policy.
 func (c *Client) ToolPolicy(ctx context.Context, name string, o PolicyOptions) (api.ToolPolicy, error) {
-	var p api.ToolPolicy
-	err := c.call(ctx, request{method: http.MethodGet, path: policyPath(name), query: o.query()}, &p)
-	return p, err
+	return callFor[api.ToolPolicy](ctx, c, request{method: http.MethodGet, path: policyPath(name), query: o.query()})
 }
 
 // PutToolPolicy makes or replaces tool policy p.Name (of p.Tenant, for an admin key). A tenant
 // key cannot change a policy an admin key made, nor one that binds the key itself whatever the
 // call (ErrPermissionDenied).
 func (c *Client) PutToolPolicy(ctx context.Context, p api.ToolPolicy) (api.ToolPolicy, error) {
-	var out api.ToolPolicy
-	err := c.call(ctx, request{method: http.MethodPut, path: policyPath(p.Name), json: p}, &out)
-	return out, err
+	return callFor[api.ToolPolicy](ctx, c, request{method: http.MethodPut, path: policyPath(p.Name), json: p})
 }
 
 // DeleteToolPolicy removes a tool policy and returns it as it was.
 func (c *Client) DeleteToolPolicy(ctx context.Context, name string, o PolicyOptions) (api.ToolPolicy, error) {
-	var p api.ToolPolicy
-	err := c.call(ctx, request{method: http.MethodDelete, path: policyPath(name), query: o.query()}, &p)
-	return p, err
+	return callFor[api.ToolPolicy](ctx, c, request{method: http.MethodDelete, path: policyPath(name), query: o.query()})
 }
 
 // MCPURL is the daemon's MCP endpoint (streamable HTTP), for an MCP client: send this client's
