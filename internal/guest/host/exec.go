@@ -18,11 +18,11 @@ import (
 
 // outputGrace is how long an exec waits, after its command exited, for its output streams to
 // reach EOF. A background process that keeps them open does not hold the result hostage: what it
-// wrote until then is delivered, and it gets EPIPE (or, on a terminal, a hangup) afterwards. Where
-// init relays the streams (gVisor, a VM), the exit can arrive before the relay has forwarded the
-// command's last output; on a starved sandbox 100 ms lost it (an `echo` of runsc's, once in 200
-// under load, and a VM's under TCG), so the grace is a second.
-const outputGrace = time.Second
+// wrote until then is delivered (finish drains what the pipes hold), and it gets EPIPE (or, on a
+// terminal, a hangup) afterwards. Where init relays the streams (gVisor, a VM), init tells the
+// exit only once the relay has sent what the command wrote (internal/guest/pid1/drain.go), so
+// the grace is for late writers, not for the command's own output.
+const outputGrace = 250 * time.Millisecond
 
 // killGrace is how long Exec waits for init to kill a command whose deadline passed before it
 // kills the whole cgroup instead (see Launcher.KillGrace).

@@ -261,7 +261,8 @@ func loopbackUp() error {
 type running struct {
 	id    string
 	pidfd int
-	tty   *os.File // the terminal's master, when init relays it
+	tty   *os.File   // the terminal's master, when init relays it
+	outs  []*outCopy // the output init relays, which the exit waits for (drain.go)
 }
 
 // orphanPoll bounds how long an orphan (a process whose parent died, reparented to init) stays a
@@ -288,6 +289,7 @@ type initServer struct {
 	dial, token string // where to dial the control socket again when it breaks, and how to say it is us (see redial.go)
 	relayMu     sync.Mutex
 	relays      map[*stdioRelay]bool // the streams init relays (with dial), until they end
+	exits       []*pendingExit       // exits waiting for their output to be sent (drain.go)
 }
 
 func (srv *initServer) serve() {
@@ -307,10 +309,15 @@ func (srv *initServer) serve() {
 		for _, r := range procs {
 			fds = append(fds, unix.PollFd{Fd: int32(r.pidfd), Events: unix.POLLIN})
 		}
-		if _, err := unix.Poll(fds, orphanPoll); err != nil && err != unix.EINTR {
+		wait := orphanPoll
+		if len(srv.exits) > 0 {
+			wait = drainPoll
+		}
+		if _, err := unix.Poll(fds, wait); err != nil && err != unix.EINTR {
 			return
 		}
 		srv.reap()
+		srv.tellExits()
 		srv.guest.sample()
 		// A new host (the daemon, restarted) takes the sandbox over; it is checked before the
 		// grace, so that one that connected in time is never turned away.
@@ -445,6 +452,10 @@ func (srv *initServer) exited(pid int, r running, ws syscall.WaitStatus, ru *sys
 		m.Signal = int(ws.Signal())
 		m.ExitCode = 128 + m.Signal
 	}
+	if p := newPendingExit(m, r.outs); !p.ready() {
+		srv.exits = append(srv.exits, p)
+		return
+	}
 	srv.ctl.tell(m)
 }
 
@@ -525,6 +536,7 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 	case rl != nil:
 		r.tty = rl.master
 		rl.start()
+		r.outs = append(r.outs, rl.out)
 		rl = nil
 	case master >= 0:
 		pass = []int{master}
@@ -539,6 +551,7 @@ func (srv *initServer) startExec(m *guest.Message, fds []int) {
 			delete(srv.relays, relay)
 			srv.relayMu.Unlock()
 		})
+		r.outs = append(r.outs, sr.outs[1], sr.outs[2])
 		sr = nil
 	}
 	procs[pid] = r

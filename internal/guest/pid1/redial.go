@@ -54,6 +54,10 @@ func (srv *initServer) quiesce(id string) {
 		srv.ctl.tell(&guest.Message{Kind: guest.MsgError, ID: id, Error: fmt.Sprintf("exec %s is running", r.id)})
 		return
 	}
+	for _, p := range srv.exits {
+		srv.ctl.tell(&guest.Message{Kind: guest.MsgError, ID: id, Error: fmt.Sprintf("exec %s is sending its output", p.m.ID)})
+		return
+	}
 	srv.relayMu.Lock()
 	for r := range srv.relays {
 		r.detach()
@@ -73,6 +77,7 @@ type stdioRelay struct {
 	host    [3]*os.File // init's copies of the host's descriptors
 	inner   [3]*os.File // init's ends of the sandbox's pipes: stdin's write end, the outputs' read ends
 	child   [3]int      // the command's ends, closed once it started
+	outs    [3]*outCopy // the output copies (1 and 2), counting for drain.go
 	cut     atomic.Bool // detached: the host's ends are closed
 	pending sync.WaitGroup
 }
@@ -125,9 +130,13 @@ func (r *stdioRelay) start(done func()) {
 		r.inner[0].Close()
 	}()
 	for i := 1; i <= 2; i++ {
+		r.outs[i] = &outCopy{src: r.inner[i]}
+	}
+	for i := 1; i <= 2; i++ {
 		go func() {
 			defer r.pending.Done()
-			r.copyOut(i)
+			// Once detached, what is read is dropped until the command's end closes.
+			r.outs[i].run(r.host[i], r.cut.Load)
 			r.inner[i].Close()
 			r.host[i].Close()
 		}()
@@ -137,23 +146,6 @@ func (r *stdioRelay) start(done func()) {
 		r.host[0].Close()
 		done()
 	}()
-}
-
-// copyOut copies the command's stream i to the host until either ends; once detached, it drops
-// what it reads until the command's end closes.
-func (r *stdioRelay) copyOut(i int) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.inner[i].Read(buf)
-		if n > 0 && !r.cut.Load() {
-			if _, werr := r.host[i].Write(buf[:n]); werr != nil && !r.cut.Load() {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // detach closes the host's ends: a pending read or write on them returns at once.

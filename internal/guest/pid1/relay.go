@@ -19,6 +19,7 @@ import (
 // relay is one terminal's relay, in init.
 type relay struct {
 	master, sock *os.File // init's own copies
+	out          *outCopy // the terminal's output, counting for drain.go
 }
 
 // newRelay copies master and sock for a relay.
@@ -44,7 +45,7 @@ func newRelay(master, sock int) (*relay, error) {
 		m.Close()
 		return nil, err
 	}
-	return &relay{master: m, sock: s}, nil
+	return &relay{master: m, sock: s, out: &outCopy{src: m}}, nil
 }
 
 // start copies the terminal's output to the socket until the master reads EIO (the last process
@@ -56,7 +57,7 @@ func (r *relay) start() {
 	out, in := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(out)
-		copyAll(r.sock, r.master)
+		r.out.run(r.sock, nil)
 		if rc, err := r.sock.SyscallConn(); err == nil {
 			// The host's EOF; failing, the socket was closed or disconnected already.
 			_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_WR) })
@@ -80,21 +81,4 @@ func (r *relay) start() {
 func (r *relay) close() {
 	r.master.Close()
 	r.sock.Close()
-}
-
-// copyAll copies src to dst until either fails: plain reads and writes (a terminal and a socket
-// are no pair for splice in every kernel).
-func copyAll(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
