@@ -36,6 +36,9 @@ type Options struct {
 	// ControllerManager also starts kube-controller-manager (service accounts, garbage
 	// collection of owned objects, node lifecycle), which agent-sandbox needs.
 	ControllerManager bool
+	// AgentSandbox also installs agent-sandbox's CRDs and runs its controller
+	// (StartAgentSandbox, agentsandbox.go).
+	AgentSandbox bool
 }
 
 // Cluster is a running control plane.
@@ -173,6 +176,13 @@ func Start(ctx context.Context, opts Options, log *slog.Logger) (_ *Cluster, err
 		"--authorization-kubeconfig="+c.Kubeconfig, "--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--profiling=false"); err != nil {
 		return nil, err
+	}
+	if opts.AgentSandbox {
+		// Before the controller manager: its garbage collector watches the kinds served when it
+		// starts (others only from its resync, 30 s later), and a Sandbox's Pod goes with it.
+		if err := c.StartAgentSandbox(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if opts.ControllerManager {
 		if err := c.start("kube-controller-manager", "--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig,
