@@ -175,6 +175,11 @@ func TestAgentSandbox(t *testing.T) {
 	if got := execOut(t, p, "python3", "-c", "print(6*7)"); got != "42\n" {
 		t.Errorf("exec python3: %q, want \"42\\n\"", got)
 	}
+	// The service-account token Kubernetes added is not mounted, and the Pod's event says so.
+	if got := execOut(t, p, "sh", "-c", "test -e /var/run/secrets/kubernetes.io && echo token || echo none"); got != "none\n" {
+		t.Errorf("the service-account token in the sandbox: %q", got)
+	}
+	waitEvent(t, "asb-direct", node.ReasonIgnored, "service-account token")
 
 	// The stored v1beta1 object read at v1alpha1: the apiserver asks the controller's webhook.
 	alpha, err := dc.Resource(sandboxesAlpha).Namespace("default").Get(ctxFor(t, 30*time.Second), "asb-direct", metav1.GetOptions{})
@@ -231,6 +236,9 @@ func TestAgentSandboxWarmPool(t *testing.T) {
 	for _, name := range warm {
 		remember(name)
 	}
+	// The template's secure defaults (dnsConfig with public resolvers, restartPolicy Always): the
+	// sandbox does without them and its Pod's event says so.
+	waitEvent(t, warm[0], node.ReasonIgnored, "dnsConfig")
 
 	createObj(t, dc, sandboxClaims, map[string]any{
 		"metadata": map[string]any{"name": "claim-1"},
@@ -267,6 +275,27 @@ func TestAgentSandboxWarmPool(t *testing.T) {
 	}
 	for name, at := range made {
 		waitPodGone(t, name, at.node, at.id)
+	}
+}
+
+// waitEvent waits for an event of reason on pod name whose message has want.
+func waitEvent(t *testing.T, name, reason, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + name + ",reason=" + reason})
+		if err == nil {
+			for _, e := range evs.Items {
+				if strings.Contains(e.Message, want) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event on pod %s with %q within 30 s (err %v, events %v)", reason, name, want, err, evs)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
