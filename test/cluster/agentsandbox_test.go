@@ -152,8 +152,8 @@ func waitPodGone(t *testing.T, name string, n *cluster.Node, id string) {
 
 // TestAgentSandbox: an agent-sandbox Sandbox whose pod template names the airlock-process
 // runtime class becomes Ready on an airlock node, takes an exec through its Pod, reads back at
-// v1alpha1 through the controller's conversion webhook, and when deleted leaves nothing on the
-// node.
+// v1alpha1 through the controller's conversion webhook (and one made at v1alpha1 runs too), and
+// when deleted leaves nothing on the node.
 func TestAgentSandbox(t *testing.T) {
 	dc := dyn(t)
 	createObj(t, dc, sandboxes, map[string]any{
@@ -190,12 +190,31 @@ func TestAgentSandbox(t *testing.T) {
 		t.Errorf("v1alpha1 view: apiVersion %s, spec.replicas %d; want agents.x-k8s.io/v1alpha1 and 1 (operatingMode Running)", alpha.GetAPIVersion(), replicas)
 	}
 
-	if err := dc.Resource(sandboxes).Namespace("default").Delete(ctxFor(t, 30*time.Second), "asb-direct", metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete the Sandbox: %v", err)
+	// And the other way: a v1alpha1 client's Sandbox (spec.replicas) is stored as v1beta1
+	// (spec.operatingMode) and runs as any other.
+	createObj(t, dc, sandboxesAlpha, map[string]any{
+		"metadata": map[string]any{"name": "asb-alpha"},
+		"spec":     map[string]any{"replicas": int64(1), "podTemplate": airlockPodTemplate()},
+	})
+	beta := waitObj(t, dc, sandboxes, "asb-alpha", 90*time.Second, "Ready", readyCond)
+	if mode, _, _ := unstructured.NestedString(beta.Object, "spec", "operatingMode"); mode != "Running" {
+		t.Errorf("a v1alpha1 Sandbox with replicas 1 read at v1beta1: operatingMode %q, want Running", mode)
+	}
+	pa, err := cs.CoreV1().Pods("default").Get(ctxFor(t, 30*time.Second), "asb-alpha", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the v1alpha1 Sandbox's Pod: %v", err)
+	}
+	na, ida := sandboxOf(t, pa)
+
+	for _, name := range []string{"asb-direct", "asb-alpha"} {
+		if err := dc.Resource(sandboxes).Namespace("default").Delete(ctxFor(t, 30*time.Second), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete the Sandbox %s: %v", name, err)
+		}
 	}
 	start = time.Now()
 	waitPodGone(t, "asb-direct", n, id)
 	t.Logf("Pod and sandbox gone %s after the Sandbox's delete", time.Since(start).Round(time.Millisecond))
+	waitPodGone(t, "asb-alpha", na, ida)
 }
 
 // TestAgentSandboxWarmPool: a SandboxWarmPool of an airlock SandboxTemplate keeps two sandboxes

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,7 +40,9 @@ import (
 // it through a Service; a local cluster has no kube-proxy, so each CRD's conversion names the
 // webhook by url, https://127.0.0.1:PORT/convert, with the cluster's CA as its caBundle, and the
 // controller serves a certificate that CA signed for 127.0.0.1 (--manage-webhook-certs=false:
-// it neither makes its own CA nor patches the CRDs back to the Service).
+// it neither makes its own CA nor patches the CRDs back to the Service). Its webhook server
+// listens on every interface, so the controller runs in a network namespace whose only
+// interface is its loopback (netns.go), reached from the host's.
 
 // AgentSandboxController is the controller's binary in BinDir/bin.
 const AgentSandboxController = "agent-sandbox-controller"
@@ -66,10 +69,38 @@ func (c *Cluster) StartAgentSandbox(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("agent-sandbox: %w", err)
 	}
-	port, err := FreePort()
+	// The controller runs in a network namespace of its own (netns.go): the webhook listens on
+	// every interface of it, one loopback; the host's 127.0.0.1:port leads there, and there
+	// 127.0.0.1:APISERVER-PORT leads to the apiserver.
+	ns, err := newLoopNetns()
 	if err != nil {
 		return fmt.Errorf("agent-sandbox: %w", err)
 	}
+	c.mu.Lock()
+	c.atStop = append(c.atStop, ns.close)
+	c.mu.Unlock()
+	outer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("agent-sandbox: %w", err)
+	}
+	port := outer.Addr().(*net.TCPAddr).Port
+	inAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	go forward(outer, func() (conn net.Conn, err error) {
+		if derr := ns.do(func() { conn, err = net.DialTimeout("tcp", inAddr, 5*time.Second) }); derr != nil {
+			return nil, derr
+		}
+		return conn, err
+	})
+	apiAddr := strings.TrimPrefix(c.Server, "https://")
+	var inner net.Listener
+	if derr := ns.do(func() { inner, err = net.Listen("tcp", apiAddr) }); derr != nil || err != nil {
+		outer.Close()
+		return fmt.Errorf("agent-sandbox: the apiserver's address in its namespace: %w", errors.Join(derr, err))
+	}
+	go forward(inner, func() (net.Conn, error) { return net.DialTimeout("tcp", apiAddr, 5*time.Second) })
+	c.mu.Lock()
+	c.atStop = append(c.atStop, func() { outer.Close(); inner.Close() })
+	c.mu.Unlock()
 	serving, err := c.ca.Issue("agent-sandbox-webhook", nil, "127.0.0.1")
 	if err != nil {
 		return fmt.Errorf("agent-sandbox: %w", err)
@@ -101,12 +132,13 @@ func (c *Cluster) StartAgentSandbox(ctx context.Context) error {
 	if err := c.waitServed(ctx, dc, crds, time.Minute); err != nil {
 		return fmt.Errorf("agent-sandbox: %w", err)
 	}
-	if err := c.start(AgentSandboxController, "--kubeconfig="+kubeconfig, "--extensions",
-		// One controller: no lease to hold. No metrics or probe listeners (they would bind every
-		// interface).
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--webhook-port="+strconv.Itoa(port), "--webhook-cert-dir="+dir, "--manage-webhook-certs=false"); err != nil {
-		return err
+	if derr := ns.do(func() {
+		err = c.start(AgentSandboxController, "--kubeconfig="+kubeconfig, "--extensions",
+			// One controller: no lease to hold. No metrics or probe listeners.
+			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--webhook-port="+strconv.Itoa(port), "--webhook-cert-dir="+dir, "--manage-webhook-certs=false")
+	}); derr != nil || err != nil {
+		return errors.Join(derr, err)
 	}
 	return c.waitWebhook(ctx, port, time.Minute)
 }

@@ -52,9 +52,11 @@ type Cluster struct {
 	ca     *CA
 	caFile string
 
-	mu    sync.Mutex // guards procs and nodes
+	mu    sync.Mutex // guards procs, nodes and atStop
 	procs []*proc
 	nodes []*Node
+	// atStop runs after the processes have stopped (agent-sandbox's namespace and forwarders).
+	atStop []func()
 }
 
 type proc struct {
@@ -255,8 +257,8 @@ func (c *Cluster) start(name string, args ...string) error {
 // plane, the last started first, each with SIGTERM and after 10 s SIGKILL; it waits for them.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
-	procs, nodes := c.procs, c.nodes
-	c.procs, c.nodes = nil, nil
+	procs, nodes, atStop := c.procs, c.nodes, c.atStop
+	c.procs, c.nodes, c.atStop = nil, nil, nil
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -273,6 +275,9 @@ func (c *Cluster) Stop() {
 			<-p.done
 		}
 		p.log.Close()
+	}
+	for _, f := range atStop {
+		f()
 	}
 }
 
