@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 	defer cancel()
 	dir := filepath.Join(tmp, "cluster")
 	start := time.Now()
-	kc, nodes, err = cluster.Up(ctx, cluster.UpOptions{Options: cluster.Options{Dir: dir, BinDir: bin, ControllerManager: true}, Airlock: airlock, Nodes: 3}, log)
+	kc, nodes, err = cluster.Up(ctx, cluster.UpOptions{Options: cluster.Options{Dir: dir, BinDir: bin, ControllerManager: true, AgentSandbox: true}, Airlock: airlock, Nodes: 3}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test/cluster: start the cluster:", err)
 		dumpLogs(dir)

@@ -36,6 +36,9 @@ type Options struct {
 	// ControllerManager also starts kube-controller-manager (service accounts, garbage
 	// collection of owned objects, node lifecycle), which agent-sandbox needs.
 	ControllerManager bool
+	// AgentSandbox also installs agent-sandbox's CRDs and runs its controller
+	// (StartAgentSandbox, agentsandbox.go).
+	AgentSandbox bool
 }
 
 // Cluster is a running control plane.
@@ -49,9 +52,11 @@ type Cluster struct {
 	ca     *CA
 	caFile string
 
-	mu    sync.Mutex // guards procs and nodes
+	mu    sync.Mutex // guards procs, nodes and atStop
 	procs []*proc
 	nodes []*Node
+	// atStop runs after the processes have stopped (agent-sandbox's namespace and forwarders).
+	atStop []func()
 }
 
 type proc struct {
@@ -174,6 +179,13 @@ func Start(ctx context.Context, opts Options, log *slog.Logger) (_ *Cluster, err
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--profiling=false"); err != nil {
 		return nil, err
 	}
+	if opts.AgentSandbox {
+		// Before the controller manager: its garbage collector watches the kinds served when it
+		// starts (others only from its resync, 30 s later), and a Sandbox's Pod goes with it.
+		if err := c.StartAgentSandbox(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if opts.ControllerManager {
 		if err := c.start("kube-controller-manager", "--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig,
 			"--authorization-kubeconfig="+c.Kubeconfig, "--leader-elect=false",
@@ -245,8 +257,8 @@ func (c *Cluster) start(name string, args ...string) error {
 // plane, the last started first, each with SIGTERM and after 10 s SIGKILL; it waits for them.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
-	procs, nodes := c.procs, c.nodes
-	c.procs, c.nodes = nil, nil
+	procs, nodes, atStop := c.procs, c.nodes, c.atStop
+	c.procs, c.nodes, c.atStop = nil, nil, nil
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -263,6 +275,9 @@ func (c *Cluster) Stop() {
 			<-p.done
 		}
 		p.log.Close()
+	}
+	for _, f := range atStop {
+		f()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
@@ -29,7 +30,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/airlockrun/airlock/internal/driver"
@@ -143,8 +147,15 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	}
 	mux := http.NewServeMux()
 	n := &Node{log: log}
+	// The Pods' events, the virtual kubelet's and the provider's (which it makes before its own
+	// recorder): one recorder, sent to the apiserver while the node runs.
+	eb := record.NewBroadcaster()
+	events := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: path.Join(o.Name, "pod-controller"), Host: o.Name})
 	vk, err := nodeutil.NewNode(o.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, vknode.NodeProvider, error) {
 		p, err := newProvider(ctx, m, o.Name, hostOf(o.KubeletListen), o.Tenants, client, pc.Pods, log)
+		if p != nil {
+			p.events = events
+		}
 		n.provider = p
 		return p, nil, err
 	},
@@ -158,6 +169,7 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 			c.InformerResyncPeriod = time.Minute
 			c.StreamIdleTimeout = 4 * time.Hour // an idle kubectl exec -it session
 			c.StreamCreationTimeout = 30 * time.Second
+			c.EventRecorder = events
 			return nil
 		},
 		nodeutil.WithTLSConfig(func(c *tls.Config) error {
@@ -168,10 +180,13 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 		}),
 	)
 	if err != nil {
+		eb.Shutdown()
 		return nil, fmt.Errorf("node %s: %w", o.Name, err)
 	}
 	n.vk = vk
+	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events(metav1.NamespaceAll)})
 	go func() {
+		defer eb.Shutdown()
 		if err := vk.Run(withLogger(ctx, log)); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("the node stopped", "node", o.Name, "err", err)
 		}

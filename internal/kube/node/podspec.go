@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,6 +118,53 @@ func SpecOf(pod *corev1.Pod, node string) (sandbox.Spec, error) {
 	md[MetaNamespace], md[MetaPod], md[MetaUID], md[MetaNode] = pod.Namespace, pod.Name, string(pod.UID), node
 	spec.Metadata = md
 	return spec, nil
+}
+
+// IgnoredOf lists what pod asks for that its sandbox does without, each with why: fields that
+// give the sandbox nothing it could use against the host, so that refusing them would only
+// turn away Pods made by controllers that set them (agent-sandbox's SandboxTemplate sets
+// dnsConfig, a Pod's template restartPolicy Always). The node reports them in one Pod event at
+// create (docs/kubernetes.md#what-a-node-ignores); what would give a sandbox more than airlock
+// grants (host paths and namespaces, host ports, other volumes) is refused by SpecOf instead.
+func IgnoredOf(pod *corev1.Pod) []string {
+	var out []string
+	add := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	s := pod.Spec
+	if s.RestartPolicy != "" && s.RestartPolicy != corev1.RestartPolicyNever {
+		add("restartPolicy %s (a sandbox is not restarted: its agent's exit ends the Pod)", s.RestartPolicy)
+	}
+	if s.DNSConfig != nil || s.DNSPolicy == corev1.DNSNone {
+		add("dnsConfig (a sandbox's DNS is its network policy's, annotation %s)", kubeapi.AnnotationNetwork)
+	}
+	if len(s.HostAliases) > 0 || s.Hostname != "" || s.Subdomain != "" {
+		add("hostAliases, hostname and subdomain (a sandbox has no pod network)")
+	}
+	if s.SecurityContext != nil && !reflect.DeepEqual(*s.SecurityContext, corev1.PodSecurityContext{}) {
+		add("the Pod's securityContext (a sandbox runs as airlock's unprivileged user, annotation %s field user)", kubeapi.AnnotationSpec)
+	}
+	if len(s.ImagePullSecrets) > 0 {
+		add("imagePullSecrets (images come from the registries the operator approved)")
+	}
+	for _, v := range s.Volumes {
+		switch {
+		case v.Projected != nil:
+			add("volume %s (the service-account token is not mounted: nothing in a sandbox talks to the apiserver)", v.Name)
+		case v.EmptyDir != nil:
+			add("volume %s (not mounted: the sandbox's own filesystem is writable, within its ephemeral-storage)", v.Name)
+		}
+	}
+	for _, c := range s.Containers {
+		if len(c.Ports) > 0 {
+			add("container %s ports (a sandbox has no pod network)", c.Name)
+		}
+		if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil || c.Lifecycle != nil {
+			add("container %s probes and lifecycle hooks (a sandbox is ready while it lives)", c.Name)
+		}
+		if c.SecurityContext != nil {
+			add("container %s securityContext (a sandbox runs unprivileged, with airlock's seccomp and no capabilities on the host)", c.Name)
+		}
+	}
+	return out
 }
 
 // limitsOf sets r from a container's limits (its requests when it has no limit): cpu in

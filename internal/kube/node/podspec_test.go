@@ -171,3 +171,51 @@ func TestTenantsOf(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnoredOf: what a sandbox does without is listed, each field once; a plain Pod lists
+// nothing.
+func TestIgnoredOf(t *testing.T) {
+	yes := true
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want []string // a substring of each note, in order
+	}{
+		{name: "plain", pod: pod(func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever })},
+		{name: "agent-sandbox's secure defaults", pod: pod(func(p *corev1.Pod) {
+			p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+			p.Spec.DNSPolicy = corev1.DNSNone
+			p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"8.8.8.8"}}
+		}), want: []string{"restartPolicy Always", "dnsConfig"}},
+		{name: "service account token", pod: pod(func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}), want: []string{"volume kube-api-access-x (the service-account token", "volume scratch (not mounted"}},
+		{name: "network and privileges", pod: pod(func(p *corev1.Pod) {
+			p.Spec.Hostname = "h"
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes}
+			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+			c := &p.Spec.Containers[0]
+			c.Ports = []corev1.ContainerPort{{ContainerPort: 8888}}
+			c.ReadinessProbe = &corev1.Probe{}
+			c.SecurityContext = &corev1.SecurityContext{Privileged: &yes}
+		}), want: []string{"hostname", "the Pod's securityContext", "imagePullSecrets", "container agent ports", "container agent probes", "container agent securityContext"}},
+		{name: "empty pod securityContext", pod: pod(func(p *corev1.Pod) {
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{}
+		})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := IgnoredOf(tc.pod)
+			if len(got) != len(tc.want) {
+				t.Fatalf("IgnoredOf = %q, want %d notes with %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("note %d = %q, want one with %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

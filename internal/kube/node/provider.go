@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -41,6 +43,7 @@ type Provider struct {
 	log     *slog.Logger
 	lister  corev1listers.PodLister // the API's view of the node's Pods
 	client  kubernetes.Interface    // nil in tests without an apiserver
+	events  record.EventRecorder    // the Pods' events; nil in tests without an apiserver
 
 	mu     sync.Mutex // guards pods and notify
 	pods   map[string]*podState
@@ -143,6 +146,9 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	st.id = sb.ID
 	p.mu.Unlock()
 	p.log.Info("sandbox for a Pod", "pod", k, "sandbox", sb.ID, "tenant", ten)
+	if ignored := IgnoredOf(pod); len(ignored) > 0 && p.events != nil {
+		p.events.Eventf(pod, corev1.EventTypeNormal, ReasonIgnored, "sandbox %s does without: %s", sb.ID, strings.Join(ignored, "; "))
+	}
 	if spec.Agent != nil || spec.Image != "" {
 		if _, err := p.m.Start(tctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrConflict) {
 			p.log.Warn("start a Pod's agent", "pod", k, "sandbox", sb.ID, "err", err)
@@ -151,6 +157,9 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	p.refresh(ctx, k)
 	return nil
 }
+
+// ReasonIgnored is the reason of the Pod event that lists what a sandbox does without (IgnoredOf).
+const ReasonIgnored = "FieldsIgnored"
 
 // createErr is the Pod failure a refused create makes.
 func createErr(err error) *PodError {

@@ -54,6 +54,10 @@ func statusOf(pod *corev1.Pod, sb api.Sandbox, exit *exitInfo, hostIP string) co
 	}
 	if hostIP != "" {
 		st.HostIPs = []corev1.HostIP{{IP: hostIP}}
+		// A sandbox has no pod network: its Pod's IP is its node's, as a hostNetwork Pod's is
+		// (agent-sandbox counts a Sandbox Ready only once its Pod has an IP). Nothing of the
+		// sandbox listens there (docs/kubernetes.md#what-works-and-what-does-not).
+		st.PodIP, st.PodIPs = hostIP, []corev1.PodIP{{IP: hostIP}}
 	}
 	cs := corev1.ContainerStatus{
 		Name:        pod.Spec.Containers[0].Name,

@@ -50,7 +50,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	c, ns, err := cluster.Up(ctx, cluster.UpOptions{Options: cluster.Options{Dir: *dir, BinDir: *binDir, ControllerManager: true},
+	c, ns, err := cluster.Up(ctx, cluster.UpOptions{Options: cluster.Options{Dir: *dir, BinDir: *binDir, ControllerManager: true, AgentSandbox: true},
 		Airlock: bin, Nodes: *nodes}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
