@@ -20,7 +20,14 @@ command -v node >/dev/null || need+=(nodejs npm)      # the SDKs' and the web co
 [ -x /usr/bin/chromium ] || need+=(chromium)          # the web console's tests drive it headless (test/e2e TestConsole)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)  # the microvm level's VMM
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)  # the microvm level formats its writable disks
-command -v xz >/dev/null || need+=(xz-utils)          # the microvm level's kernel is extracted with it
+command -v xz >/dev/null || need+=(xz-utils)          # the microvm level's kernel source is unpacked with it
+# The microvm level's guest kernel is built from source (scripts/microvm/build-kernel.sh).
+command -v gcc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+command -v flex >/dev/null || need+=(flex)
+command -v bison >/dev/null || need+=(bison)
+command -v bc >/dev/null || need+=(bc)
+[ -f /usr/include/libelf.h ] || need+=(libelf-dev)    # the kernel's objtool
 command -v mkfs.erofs >/dev/null || need+=(erofs-utils) # the microvm level's read-only root images
 
 if [ ${#need[@]} -gt 0 ]; then
@@ -63,7 +70,8 @@ here=$(dirname "$0")
 "$here/wasm/build-python.sh" || echo "setup: CPython for WASI could not be built; the wasm level will lack python" >&2
 "$here/wasm/fetch-quickjs.sh" || echo "setup: quickjs-wasi could not be fetched; the wasm level will lack javascript" >&2
 
-# The microvm level's guest kernel: Debian's linux-image package, pinned and checked, its vmlinux
-# and the virtio, erofs, overlay, 9p and ext4 modules, in /usr/local/lib/airlock/microvm (returns at once when
-# current). Without it the microvm level is unavailable (airlock doctor says why).
-"$here/microvm/fetch-kernel.sh" || echo "setup: the microvm guest kernel could not be fetched; the microvm level will be unavailable" >&2
+# The microvm level's guest kernel, built from Debian's linux-source package (pinned and checked)
+# with only what a sandbox's guest uses, built in, into /usr/local/lib/airlock/microvm (about 10
+# minutes on 2 idle cores the first time; returns at once when current). Without it the microvm
+# level is unavailable (airlock doctor says why).
+"$here/microvm/build-kernel.sh" || echo "setup: the microvm guest kernel could not be built; the microvm level will be unavailable" >&2

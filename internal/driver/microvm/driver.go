@@ -1,5 +1,6 @@
 // Package microvm is the `microvm` isolation level: every sandbox is a virtual machine of its
-// own, with its own kernel (Debian's, pinned: scripts/microvm/fetch-kernel.sh), run by QEMU's
+// own, with its own kernel (built from Debian's pinned source with what a guest uses built in:
+// scripts/microvm/build-kernel.sh), run by QEMU's
 // microvm machine under KVM or, where KVM cannot run it, QEMU's software CPU (TCG). The guest's
 // PID 1 is the airlock binary (internal/guest/vm), which starts airlock's own init, and the host
 // drives that init over the VM's serial port (internal/guest/vmlink) exactly as on the other
@@ -168,10 +169,10 @@ func (d *Driver) probe() driver.Capabilities {
 		check("qemu", true, true, path+" (QEMU "+v+", machine microvm)")
 	}
 	if k, err := readKernel(d.cfg.KernelDir); err != nil {
-		check("guest kernel", true, false, err.Error()+" (fix: make deps, which runs scripts/microvm/fetch-kernel.sh)")
+		check("guest kernel", true, false, err.Error()+" (fix: make deps, which runs scripts/microvm/build-kernel.sh)")
 	} else {
 		d.kernel = k
-		check("guest kernel", true, true, fmt.Sprintf("%s %s (%s), vmlinux and modules in %s", k.Package, k.Version, k.Release, d.cfg.KernelDir))
+		check("guest kernel", true, true, fmt.Sprintf("%s %s (%s), in %s", k.Package, k.Version, k.Release, d.cfg.KernelDir))
 	}
 	_, mkfsErr := exec.LookPath("mkfs.ext4")
 	check("mkfs.ext4", true, mkfsErr == nil, map[bool]string{true: "formats each sandbox's writable disk", false: "mkfs.ext4 not found (fix: apt-get install e2fsprogs)"}[mkfsErr == nil])

@@ -21,6 +21,13 @@ const (
 	AccelTCG  = "tcg"
 )
 
+// Machine is QEMU's machine with its options, as the level runs it (test/bench/microvm's raw
+// boot too). No ACPI: its tables describe nothing a guest needs that the kernel's command line
+// does not (QEMU adds each virtio-mmio device to it; airlock's guest kernel fails to load
+// microvm's tables anyway), and finding CPUs and devices without it is quicker; the guest ends by
+// a reset (the kernel's reboot=t), which -no-reboot makes QEMU's exit.
+const Machine = "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=off"
+
 // qemu is the QEMU backend: `qemu-system-x86_64 -M microvm`, the kernel booted through its PVH
 // entry (an uncompressed vmlinux), virtio over MMIO for the serial port, the disk and the share.
 type qemu struct {
@@ -50,7 +57,7 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd, imgFd int) []string {
 		// restored beside QEMU's migration stream, which then carries the devices only
 		// (x-ignore-shared: memory.go).
 		"-object", "memory-backend-file,id=ram,share=on,mem-path=/proc/self/fd/" + strconv.Itoa(ramFd) + ",size=" + mem + "M",
-		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram",
+		"-M", Machine + ",memory-backend=ram",
 		"-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(cfg.VCPUs), "-m", mem,
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",

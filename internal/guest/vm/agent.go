@@ -84,7 +84,7 @@ const (
 // IsAgent reports whether this process is a microvm guest's PID 1.
 func IsAgent() bool { return os.Getpid() == 1 && len(os.Args) > 0 && os.Args[0] == Arg0 }
 
-// Run boots the guest, serves the link until init or the host is gone, and powers the VM off.
+// Run boots the guest, serves the link until init or the host is gone, and ends the VM.
 // It never returns.
 func Run() {
 	err := run()
@@ -92,7 +92,9 @@ func Run() {
 		fmt.Fprintln(os.Stderr, "airlock guest agent:", err)
 	}
 	unix.Sync()
-	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	// A reset, which QEMU (-no-reboot) takes as the end: without ACPI (the microvm machine is
+	// run without it) a power-off would only halt the CPUs and leave QEMU running.
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
 	select {}
 }
 
@@ -350,11 +352,26 @@ func sandboxCgroup(memory, pids int64) (int, error) {
 		set["pids.max"] = strconv.FormatInt(pids, 10)
 	}
 	for f, v := range set {
-		if err := os.WriteFile(filepath.Join(cgroupDir, f), []byte(v), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Never created: a file the kernel does not offer (memory.swap.max without swap) is
+		// one limit fewer to set, where creating it in cgroupfs would be refused (EACCES).
+		if err := writeExisting(filepath.Join(cgroupDir, f), v); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return -1, fmt.Errorf("guest cgroup %s: %w", f, err)
 		}
 	}
 	return unix.Open(cgroupDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// writeExisting writes v to the file at path, which must exist.
+func writeExisting(path, v string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // openPort opens the virtio serial port named name.

@@ -279,7 +279,7 @@ func rawBoot(qemu, accel, kernelDir, initrd string) (time.Duration, error) {
 		a, c = "kvm", "host"
 	}
 	cmdline := microvm.KernelCmdline(accel)
-	cmd := exec.Command(qemu, "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on", "-accel", a, "-cpu", c,
+	cmd := exec.Command(qemu, "-M", microvm.Machine, "-accel", a, "-cpu", c,
 		"-smp", "1", "-m", strconv.Itoa(2048+160), "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", filepath.Join(kernelDir, "vmlinux"), "-initrd", initrd, "-append", cmdline,
 		"-device", "virtio-serial-device", "-chardev", "socket,id=ctl,fd=3", "-device", "virtserialport,chardev=ctl,name="+vm.PortName)
