@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
@@ -56,12 +57,17 @@ type Config struct {
 	Network *egress.Service
 	// Images gives sandboxes made from an OCI image their layers (nil: images unavailable).
 	Images driver.Images
+	// OrphanGrace, when positive, makes VMs adoptable (adopt.go): a VM outlives the airlock
+	// process that made it by this much, for the next one to take it over (Adopt); 0: the VM
+	// dies with its airlock.
+	OrphanGrace time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{KernelDir: "/usr/local/lib/airlock/microvm", Accelerator: AccelAuto,
-		CgroupParent: "airlock-microvm", StateDir: StateDirOf("default"), ImageDir: "/var/cache/airlock/microvm"}
+		CgroupParent: "airlock-microvm", StateDir: StateDirOf("default"), ImageDir: "/var/cache/airlock/microvm",
+		OrphanGrace: time.Minute}
 }
 
 // Driver is the microvm level.
