@@ -32,8 +32,8 @@ type mux struct {
 	// or of no known type): it reports whether it brought the link back (Guest.lost), and the
 	// reading goes on.
 	lost func(err error) bool
-	done   chan struct{} // closed when the byte stream ended
-	once   sync.Once
+	done chan struct{} // closed when the byte stream ended
+	once sync.Once
 }
 
 func newMux(rw io.ReadWriteCloser, first uint32) *mux {
