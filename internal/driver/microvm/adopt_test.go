@@ -37,7 +37,7 @@ func TestAdopt(t *testing.T) {
 		}
 		return n
 	}
-	counter := `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' >/dev/null 2>&1 &
+	counter := `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done' >/dev/null 2>&1 &
 echo kept > /workspace/f; sleep 0.5`
 
 	t.Run("within the grace", func(t *testing.T) {

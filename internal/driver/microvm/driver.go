@@ -184,6 +184,9 @@ func (d *Driver) probe() driver.Capabilities {
 	erofs, erofsErr := exec.LookPath("mkfs.erofs")
 	check("mkfs.erofs", true, erofsErr == nil, map[bool]string{true: "builds the read-only images of the guests' roots in " + d.cfg.ImageDir, false: "mkfs.erofs not found (fix: make deps, or apt-get install erofs-utils)"}[erofsErr == nil])
 	d.roots = newRootImages(d.cfg.ImageDir, d.cfg.InitPath, erofs, d.log)
+	if erofsErr == nil {
+		go d.roots.collect() // what the cache holds that nothing uses any more
+	}
 	accel, why := d.accelVerdict()
 	check("accelerator", false, true, accel+": "+why)
 	c.Detail = "accelerator " + accel + ": " + why

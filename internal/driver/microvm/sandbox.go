@@ -208,9 +208,12 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		return undo(err)
 	}
 	if from != nil {
-		in.images, err = d.restoredImages(ctx, from, vp, dir)
-	} else {
-		in.images, err = d.images(ctx, vp)
+		// A cached image collected since is made again here, or the restore refused.
+		if in.images, err = d.restoredImages(ctx, from, vp, dir); err == nil {
+			in.images, err = lockImages(in.images, nil)
+		}
+	} else if in.images, err = d.images(ctx, vp); err == nil {
+		in.images, err = lockImages(in.images, func() ([]Image, error) { return d.images(ctx, vp) })
 	}
 	release() // the VM reads its image of the layers, not them
 	if err != nil {
@@ -421,8 +424,8 @@ func consoleTail(path string) string {
 }
 
 // Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer (the
-// host does not reach the guest's files: no FileRooter or Layerer; the agent serves the files
-// API, driver.FileServer).
+// host does not reach the guest's files: no FileRooter, and a Layerer that says so; the agent
+// serves the files API, driver.FileServer).
 type Sandbox struct {
 	hs *host.Sandbox
 	in *vmInst
@@ -436,6 +439,7 @@ var (
 	_ driver.Statser     = (*Sandbox)(nil)
 	_ driver.Claimer     = (*Sandbox)(nil)
 	_ driver.FileServer  = (*Sandbox)(nil)
+	_ driver.Layerer     = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -476,6 +480,12 @@ func (s *Sandbox) SavesMemory() bool { return s.in.machine }
 
 // Claim implements driver.Claimer.
 func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }
+
+// Layer implements driver.Layerer: the level cannot read the writable layer, and says why (the
+// audit then records no per-exec file changes for the sandbox).
+func (s *Sandbox) Layer(context.Context) (driver.Layer, error) {
+	return driver.Layer{}, fmt.Errorf("the microvm level's writable layer is a disk of the guest's own kernel, which the host never mounts (an ext4 image a guest wrote is hostile input to the host's kernel): the files an exec changed are not recorded: %w", errdefs.ErrUnavailable)
+}
 
 // VMMPid is the VMM's pid on the host.
 func (s *Sandbox) VMMPid() int { return s.hs.InitPid() }
