@@ -90,8 +90,10 @@ func (d *Driver) Adopt(ctx context.Context, id string, spec sandbox.Spec, facts 
 	if procs, err := cg.Procs(); err != nil || !slices.Contains(procs, f.Pid) {
 		return nil, fmt.Errorf("sandbox %s: pid %d is not in the VM's cgroup", id, f.Pid)
 	}
-	if uid, err := procUID(f.Pid); err != nil || uid != f.UIDs.HostID(0) {
-		return nil, fmt.Errorf("sandbox %s: pid %d runs as uid %d, not the VM's %d (%v)", id, f.Pid, uid, f.UIDs.HostID(0), err)
+	if uid, err := procUID(f.Pid); err != nil {
+		return nil, fmt.Errorf("sandbox %s: the VMM's uid: %w", id, err)
+	} else if uid != f.UIDs.HostID(0) {
+		return nil, fmt.Errorf("sandbox %s: pid %d runs as uid %d, not the VM's %d", id, f.Pid, uid, f.UIDs.HostID(0))
 	}
 	dir := filepath.Join(d.cfg.StateDir, "vms", id)
 	in := &vmInst{d: d, id: id, dir: dir, disk: filepath.Join(dir, "disk.img"), images: f.Images, machine: f.Machine,

@@ -53,7 +53,7 @@ func lockImage(path string) (*os.File, error) {
 	}
 	for try := 0; ; try++ {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-		if err != unix.EWOULDBLOCK || try == 400 {
+		if !errors.Is(err, unix.EWOULDBLOCK) || try == 400 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond) // a collector looks at it, for a moment
