@@ -28,15 +28,7 @@ func TestAdopt(t *testing.T) {
 	defer cancel()
 	spec := sandbox.Spec{Resources: sandbox.Resources{MemoryMB: 256, DiskMB: 64}}
 	sandbox.SetDefaults(&spec)
-	count := func(sb driver.Sandbox) int {
-		t.Helper()
-		res := drivertest.Exec(t, sb, 30*time.Second, "cat /tmp/count")
-		var n int
-		if _, err := fmt.Sscan(res.Stdout, &n); err != nil {
-			t.Fatalf("count %q: %v (%s)", res.Stdout, err, res.Stderr)
-		}
-		return n
-	}
+	count := func(sb driver.Sandbox) int { t.Helper(); return readCount(t, sb) }
 	counter := `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done' >/dev/null 2>&1 &
 echo kept > /workspace/f; sleep 0.5`
 
@@ -153,6 +145,17 @@ echo kept > /workspace/f; sleep 0.5`
 			t.Fatalf("left behind: %v", left)
 		}
 	})
+}
+
+// readCount reads the number a counter started in sb writes to /tmp/count.
+func readCount(t *testing.T, sb driver.Sandbox) int {
+	t.Helper()
+	res := drivertest.Exec(t, sb, 30*time.Second, "cat /tmp/count")
+	var n int
+	if _, err := fmt.Sscan(res.Stdout, &n); err != nil {
+		t.Fatalf("count %q: %v (%s)", res.Stdout, err, res.Stderr)
+	}
+	return n
 }
 
 // waitGone waits until process pid has exited (or is a zombie nobody waits for).

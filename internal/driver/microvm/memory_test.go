@@ -38,15 +38,7 @@ echo kept > /workspace/f; sleep 0.5`)
 	if saved, err := sb.(driver.Snapshotter).Snapshot(ctx, &layer, mem); err != nil || !saved {
 		t.Fatalf("snapshot with memory: saved %v, err %v", saved, err)
 	}
-	count := func(sb driver.Sandbox) int {
-		t.Helper()
-		res := drivertest.Exec(t, sb, 20*time.Second, "cat /tmp/count")
-		var n int
-		if _, err := fmt.Sscan(res.Stdout, &n); err != nil {
-			t.Fatalf("count %q: %v (%s)", res.Stdout, err, res.Stderr)
-		}
-		return n
-	}
+	count := func(sb driver.Sandbox) int { t.Helper(); return readCount(t, sb) }
 	at := count(sb)
 
 	t.Run("fork", func(t *testing.T) {
