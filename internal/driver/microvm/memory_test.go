@@ -26,7 +26,7 @@ func TestMemorySnapshot(t *testing.T) {
 	h := &drivertest.Harness{D: d}
 	spec := sandbox.Spec{Resources: sandbox.Resources{MemoryMB: 256, DiskMB: 64}}
 	sb := h.New(t, spec)
-	res := drivertest.Exec(t, sb, 20*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
+	res := drivertest.Exec(t, sb, 20*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
 echo kept > /workspace/f; sleep 0.5`)
 	if res.ExitCode != 0 {
 		t.Fatalf("start the counter: exit %d %s", res.ExitCode, res.Stderr)
@@ -60,7 +60,7 @@ echo kept > /workspace/f; sleep 0.5`)
 				t.Fatalf("fork %d: counter %d then %d; it was at %d when saved", i, first, then, at)
 			}
 			if res := drivertest.Exec(t, f, 10*time.Second, fmt.Sprintf("cat /workspace/f; echo %d > /workspace/g; cat /workspace/g", i)); res.Stdout != fmt.Sprintf("kept\n%d\n", i) {
-				t.Fatalf("fork %d: files %q %s", i, res.Stdout, res.Stderr)
+				t.Fatalf("fork %d: files %q %s (%+v)", i, res.Stdout, res.Stderr, res)
 			}
 		}
 	})
