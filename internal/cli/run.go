@@ -36,6 +36,7 @@ func runCmd(e *env, args []string) int {
 	cfg, err := ra.host.load(func(c *levels.Config) {
 		// A one-shot sandbox ends with this process, whatever happens to it: nobody will adopt it.
 		c.Process.OrphanGraceSeconds = 0
+		c.MicroVM.OrphanGraceSeconds = 0
 	})
 	if err != nil {
 		return fail(err)

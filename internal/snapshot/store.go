@@ -58,6 +58,13 @@ func (s *Store) TempDir(pattern string) (string, error) {
 	return os.MkdirTemp(filepath.Join(s.dir, "tmp"), pattern)
 }
 
+// StoredPath is where a file of a TempDir directory (a memory image's) whose bytes have the hex
+// sha256 digest is kept once PutFile stored it: a level that must know whether a snapshot still
+// uses something of its own (the microvm level's image cache) looks there.
+func StoredPath(tempDir, hexDigest string) string {
+	return filepath.Join(filepath.Dir(filepath.Dir(tempDir)), "blobs", "sha256", hexDigest)
+}
+
 // path is where a blob with digest d is stored.
 func (s *Store) path(d string) (string, error) {
 	h, ok := strings.CutPrefix(d, "sha256:")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +48,8 @@ func microvmLeaks(dataDir string) []string {
 // TestMicroVMLevel drives a microvm sandbox through the daemon: create, exec in its own kernel,
 // a snapshot (with memory) restored in place, files uploaded and downloaded, terminate with
 // nothing left; then a kill -9 of the daemon with a
-// VM live, and a restart that marks it failed and removes every trace (the VMM dies with the
-// daemon: its parent-death signal).
+// VM live and a command counting in it, and a restart that adopts the VM: still running, the
+// counter went on, exec works, and its terminate leaves nothing.
 func TestMicroVMLevel(t *testing.T) {
 	testutil.RequiresRoot(t, "it makes VMs")
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -107,10 +108,23 @@ func TestMicroVMLevel(t *testing.T) {
 	}
 	waitNoMicroVMLeaks(t, dataDir)
 
+	// kill -9 with a VM live and a command counting in it: the VM outlives the daemon, and the
+	// restarted one adopts it with its processes.
 	sb, err = c.Create(bg(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	shOK(t, c, sb.ID, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done' >/dev/null 2>&1 &
+echo kept > /workspace/f; sleep 0.5`)
+	count := func() int {
+		t.Helper()
+		n, err := strconv.Atoi(shOK(t, c, sb.ID, "cat /tmp/count"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
 	d.kill9()
 	d = startDaemon(t, dataDir)
 	c = d.client(key)
@@ -118,10 +132,24 @@ func TestMicroVMLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != "failed" && got.Status != "terminated" {
-		t.Fatalf("after restart: status %s, want failed", got.Status)
+	if got.Status != api.StatusRunning {
+		t.Fatalf("after restart: status %s (%s), want running (adopted)", got.Status, got.Reason)
+	}
+	first := count()
+	time.Sleep(time.Second)
+	if then := count(); first <= before || then <= first {
+		t.Fatalf("the counter: %d before the kill, %d then %d after the restart", before, first, then)
+	}
+	if got := shOK(t, c, sb.ID, "cat /workspace/f"); got != "kept" {
+		t.Fatalf("a file after the restart: %q", got)
+	}
+	if _, err := c.Terminate(bg(), sb.ID); err != nil {
+		t.Fatal(err)
 	}
 	waitNoMicroVMLeaks(t, dataDir)
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitNoMicroVMLeaks(t *testing.T, dataDir string) {

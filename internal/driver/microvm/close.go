@@ -11,6 +11,9 @@ var _ driver.Closer = (*Driver)(nil)
 // Close implements driver.Closer: at the daemon's clean stop, the instance's cgroup parent goes
 // if no VMM's cgroup is left under it (a VM kept for adoption keeps it).
 func (d *Driver) Close(context.Context) error {
+	if d.roots != nil {
+		d.roots.release()
+	}
 	if d.cgroups == nil {
 		return nil
 	}

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
@@ -57,12 +58,17 @@ type Config struct {
 	Network *egress.Service
 	// Images gives sandboxes made from an OCI image their layers (nil: images unavailable).
 	Images driver.Images
+	// OrphanGrace, when positive, makes VMs adoptable (adopt.go): a VM outlives the airlock
+	// process that made it by this much, for the next one to take it over (Adopt); 0: the VM
+	// dies with its airlock.
+	OrphanGrace time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{KernelDir: "/usr/local/lib/airlock/microvm", Accelerator: AccelAuto,
-		CgroupParent: "airlock-microvm", StateDir: StateDirOf("default"), ImageDir: "/var/cache/airlock/microvm"}
+		CgroupParent: "airlock-microvm", StateDir: StateDirOf("default"), ImageDir: "/var/cache/airlock/microvm",
+		OrphanGrace: time.Minute}
 }
 
 // Driver is the microvm level.
@@ -179,6 +185,9 @@ func (d *Driver) probe() driver.Capabilities {
 	erofs, erofsErr := exec.LookPath("mkfs.erofs")
 	check("mkfs.erofs", true, erofsErr == nil, map[bool]string{true: "builds the read-only images of the guests' roots in " + d.cfg.ImageDir, false: "mkfs.erofs not found (fix: make deps, or apt-get install erofs-utils)"}[erofsErr == nil])
 	d.roots = newRootImages(d.cfg.ImageDir, d.cfg.InitPath, erofs, d.log)
+	if erofsErr == nil {
+		go d.roots.collect() // what the cache holds that nothing uses any more
+	}
 	accel, why := d.accelVerdict()
 	check("accelerator", false, true, accel+": "+why)
 	c.Detail = "accelerator " + accel + ": " + why

@@ -16,10 +16,10 @@ import (
 // VM (guest/vm/files.go), its paths resolved beneath the sandbox's root with the sandbox user's
 // ids; the host never reads the VM's disk. A paused VM cannot answer.
 func (s *Sandbox) OpenFiles(ctx context.Context) (driver.Files, error) {
-	if s.paused.Load() {
+	if s.in.ks.paused.Load() {
 		return nil, fmt.Errorf("sandbox %s is paused, and its VM serves its files: resume it first: %w", s.ID(), errdefs.ErrConflict)
 	}
-	return &vmFiles{ctx: ctx, link: s.link}, nil
+	return &vmFiles{ctx: ctx, link: s.in.link}, nil
 }
 
 // vmFiles is one files-API session of a VM.

@@ -48,6 +48,9 @@ type jailConfig struct {
 	// descriptor 6, of RAMSize bytes, before QEMU starts.
 	RAMFill int   `json:"ramFill,omitempty"`
 	RAMSize int64 `json:"ramSize,omitempty"`
+	// Detached says the VM outlives the airlock process that made it (VMConfig.Sockets): no
+	// parent-death signal once QEMU runs.
+	Detached bool `json:"detached,omitempty"`
 }
 
 // Jail runs the jail and executes QEMU; it never returns.
@@ -120,9 +123,12 @@ func jail() error {
 	if err := syscall.Setresuid(c.UID, c.UID, c.UID); err != nil {
 		return fmt.Errorf("setuid %d: %w", c.UID, err)
 	}
-	// The uid change cleared the parent-death signal: the VM dies with the airlock that made it.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return fmt.Errorf("parent-death signal: %w", err)
+	// The uid change cleared the parent-death signal: the VM dies with the airlock that made
+	// it, unless it is to outlive it for the next one to adopt.
+	if !c.Detached {
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+			return fmt.Errorf("parent-death signal: %w", err)
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)

@@ -26,7 +26,7 @@ func TestMemorySnapshot(t *testing.T) {
 	h := &drivertest.Harness{D: d}
 	spec := sandbox.Spec{Resources: sandbox.Resources{MemoryMB: 256, DiskMB: 64}}
 	sb := h.New(t, spec)
-	res := drivertest.Exec(t, sb, 20*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
+	res := drivertest.Exec(t, sb, 20*time.Second, `sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &
 echo kept > /workspace/f; sleep 0.5`)
 	if res.ExitCode != 0 {
 		t.Fatalf("start the counter: exit %d %s", res.ExitCode, res.Stderr)
@@ -38,15 +38,7 @@ echo kept > /workspace/f; sleep 0.5`)
 	if saved, err := sb.(driver.Snapshotter).Snapshot(ctx, &layer, mem); err != nil || !saved {
 		t.Fatalf("snapshot with memory: saved %v, err %v", saved, err)
 	}
-	count := func(sb driver.Sandbox) int {
-		t.Helper()
-		res := drivertest.Exec(t, sb, 20*time.Second, "cat /tmp/count")
-		var n int
-		if _, err := fmt.Sscan(res.Stdout, &n); err != nil {
-			t.Fatalf("count %q: %v (%s)", res.Stdout, err, res.Stderr)
-		}
-		return n
-	}
+	count := func(sb driver.Sandbox) int { t.Helper(); return readCount(t, sb) }
 	at := count(sb)
 
 	t.Run("fork", func(t *testing.T) {
@@ -68,7 +60,7 @@ echo kept > /workspace/f; sleep 0.5`)
 				t.Fatalf("fork %d: counter %d then %d; it was at %d when saved", i, first, then, at)
 			}
 			if res := drivertest.Exec(t, f, 10*time.Second, fmt.Sprintf("cat /workspace/f; echo %d > /workspace/g; cat /workspace/g", i)); res.Stdout != fmt.Sprintf("kept\n%d\n", i) {
-				t.Fatalf("fork %d: files %q %s", i, res.Stdout, res.Stderr)
+				t.Fatalf("fork %d: files %q %s (%+v)", i, res.Stdout, res.Stderr, res)
 			}
 		}
 	})

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/internal/guest/vm"
 )
@@ -49,6 +52,12 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd, imgFd int) []string {
 		accel, cpu = "kvm", "host"
 	}
 	mem := strconv.FormatInt(cfg.MemoryMB, 10)
+	// A VM that outlives its airlock has its serial port and monitor listen (a socket given as
+	// a descriptor): when one host goes, QEMU accepts the next.
+	listen := ""
+	if cfg.Sockets != "" {
+		listen = ",server=on,wait=off"
+	}
 	a := []string{q.path,
 		// Guest RAM is a memfd the driver made (VMConfig.RAM), shared: QEMU madvises its
 		// private RAM for transparent huge pages, which a guest touching a page here and there
@@ -66,9 +75,9 @@ func (q *qemu) args(cfg VMConfig, ctlFd, qmpFd, ramFd, imgFd int) []string {
 		"-kernel", cfg.Kernel, "-initrd", cfg.Initrd, "-append", cfg.Cmdline,
 		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
 		"-device", "virtio-serial-device",
-		"-chardev", "socket,id=ctl,fd=" + strconv.Itoa(ctlFd),
+		"-chardev", "socket,id=ctl,fd=" + strconv.Itoa(ctlFd) + listen,
 		"-device", "virtserialport,chardev=ctl,name=" + vm.PortName,
-		"-chardev", "socket,id=qmp,fd=" + strconv.Itoa(qmpFd), "-mon", "chardev=qmp,mode=control",
+		"-chardev", "socket,id=qmp,fd=" + strconv.Itoa(qmpFd) + listen, "-mon", "chardev=qmp,mode=control",
 	}
 	if cfg.Incoming {
 		a = append(a, "-S", "-incoming", "defer")
@@ -117,21 +126,38 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	}
 	defer goR.Close()
 	defer goW.Close()
-	qmpOurs, qmpTheirs, err := streamPair()
+	ctl := cfg.Control
+	var qmpOurs, qmpTheirs *os.File
+	if cfg.Sockets != "" {
+		if ctl, err = listenUnix(ControlSocket(cfg.Sockets)); err != nil {
+			return nil, err
+		}
+		defer ctl.Close()
+		qmpTheirs, err = listenUnix(MonitorSocket(cfg.Sockets))
+	} else {
+		qmpOurs, qmpTheirs, err = streamPair()
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer qmpTheirs.Close()
+	fail := func(err error) (VM, error) {
+		if qmpOurs != nil {
+			qmpOurs.Close()
+		}
+		return nil, err
+	}
 	// Descriptors of the jail: 3 the go-ahead, 4 the control socket, 5 the monitor, 6 guest
 	// RAM, from 7 the images, then what to lay into guest RAM first.
-	files := []*os.File{goR, cfg.Control, qmpTheirs, cfg.RAM}
+	files := []*os.File{goR, ctl, qmpTheirs, cfg.RAM}
 	for _, img := range cfg.Images {
-		f, err := os.Open(img.Path)
-		if err != nil {
-			qmpOurs.Close()
-			return nil, fmt.Errorf("image %s: %w", img.Path, err)
+		f := img.File
+		if f == nil {
+			if f, err = os.Open(img.Path); err != nil {
+				return fail(fmt.Errorf("image %s: %w", img.Path, err))
+			}
+			defer f.Close()
 		}
-		defer f.Close()
 		files = append(files, f)
 	}
 	jc := jailConfig{Args: q.args(cfg, 4, 5, 6, 7), UID: cfg.Jail.UID, GID: cfg.Jail.GID, Groups: cfg.Jail.Groups,
@@ -141,8 +167,7 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		jc.RAMFill = len(files) + 3
 		fillR, w, err := os.Pipe()
 		if err != nil {
-			qmpOurs.Close()
-			return nil, err
+			return fail(err)
 		}
 		defer fillR.Close()
 		fillW = w
@@ -154,10 +179,10 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	if len(cfg.Writable) > 0 {
 		jc.Writable, jc.WritableMounts = writableRoot(cfg.Jail.Dir), cfg.Writable
 	}
+	jc.Detached = cfg.Sockets != ""
 	spec, err := json.Marshal(jc)
 	if err != nil {
-		qmpOurs.Close()
-		return nil, err
+		return fail(err)
 	}
 	cmd := &exec.Cmd{
 		Path:       q.self,
@@ -168,7 +193,11 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
-			Pdeathsig:  syscall.SIGKILL,
+			// Until the jail drops to its uid (which clears it), it dies with its maker; a VM
+			// that outlives it (Sockets) is not set again, and runs in a session of its own,
+			// out of reach of its maker's process group and terminal.
+			Pdeathsig: syscall.SIGKILL,
+			Setsid:    jc.Detached,
 		},
 	}
 	if cfg.Network != nil {
@@ -178,13 +207,23 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 		err = cmd.Start()
 	}
 	if err != nil {
-		qmpOurs.Close()
 		if fillW != nil {
 			fillW.Close()
 		}
-		return nil, fmt.Errorf("start the VMM's jail: %w", err)
+		return fail(fmt.Errorf("start the VMM's jail: %w", err))
 	}
-	v := &qemuVM{cmd: cmd, qmp: newQMP(qmpOurs)}
+	if qmpOurs == nil {
+		// The listening socket queues the connection until QEMU accepts it.
+		if qmpOurs, err = dialUnix(MonitorSocket(cfg.Sockets)); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if fillW != nil {
+				fillW.Close()
+			}
+			return nil, fmt.Errorf("the VMM's monitor: %w", err)
+		}
+	}
+	v := &qemuVM{pid: cmd.Process.Pid, proc: cmd.Process, cmd: cmd, qmp: newQMP(qmpOurs)}
 	if fillW != nil {
 		// The jail lays it into guest RAM, in the VM's cgroup, before it executes QEMU.
 		v.filled = make(chan error, 1)
@@ -209,23 +248,111 @@ func (q *qemu) Start(ctx context.Context, cfg VMConfig) (VM, error) {
 	return v, nil
 }
 
+// Attach implements VMM: the VM of pid (its pidfd held, so that a reused pid is never signalled)
+// with its monitor connected again.
+func (q *qemu) Attach(pid int, sockets string) (VM, error) {
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return nil, err
+	}
+	f, err := dialUnix(MonitorSocket(sockets))
+	if err != nil {
+		return nil, fmt.Errorf("the VMM's monitor: %w", err)
+	}
+	return &qemuVM{pid: pid, proc: proc, qmp: newQMP(f)}, nil
+}
+
 // qemuVM is a running QEMU.
 type qemuVM struct {
-	cmd *exec.Cmd
-	qmp *qmp
+	pid  int
+	proc *os.Process
+	cmd  *exec.Cmd // nil for a VM another airlock process started (Attach)
+	qmp  *qmp
 	// filled reports the copy of VMConfig.RAMFill to the jail, when there is one.
 	filled chan error
 }
 
-func (v *qemuVM) Pid() int { return v.cmd.Process.Pid }
+func (v *qemuVM) Pid() int { return v.pid }
 
+// Wait implements VM; a VM this process did not start is watched through its pidfd.
 func (v *qemuVM) Wait() error {
-	err := v.cmd.Wait()
+	var err error
+	if v.cmd != nil {
+		err = v.cmd.Wait()
+	} else {
+		err = waitPidfd(v.pid)
+	}
 	v.qmp.close()
 	return err
 }
 
-func (v *qemuVM) Kill() error { return v.cmd.Process.Kill() }
+func (v *qemuVM) Kill() error { return v.proc.Kill() }
+
+// status is the VM's run state as QEMU says it ("running", "paused", "postmigrate", ...).
+func (v *qemuVM) status(ctx context.Context) (string, error) {
+	var st struct {
+		Status string `json:"status"`
+	}
+	err := v.qmp.call(ctx, "query-status", nil, &st)
+	return st.Status, err
+}
+
+// waitPidfd waits until process pid, not a child of this one, has exited.
+func waitPidfd(pid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for {
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// listenUnix makes a listening stream socket at path, which only root can reach.
+func listenUnix(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	os.Remove(path)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
+	if err == nil {
+		err = unix.Chmod(path, 0o600)
+	}
+	if err == nil {
+		err = unix.Listen(fd, 2)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// dialUnix connects to the stream socket at path; the file is pollable (deadlines, and a close
+// ends a read).
+func dialUnix(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	for try := 0; ; try++ {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+		if err != unix.EAGAIN || try == 100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the backlog is full: the VMM accepts one at a time
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("connect %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
 
 // Pause implements VM: QMP stop, which also stops the guest's clocks, so the guest's processes
 // are not charged the time they spent stopped.

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,9 +43,6 @@ import (
 // imageFormat changes whenever the images' build changes, so that older images are not reused.
 const imageFormat = "erofs-v1"
 
-// imageKeep is how long an image no VM started from (nor a snapshot restored onto) is kept.
-const imageKeep = 7 * 24 * time.Hour
-
 // templateRecheck is how often the host template's tree is walked again to see whether it
 // changed.
 const templateRecheck = time.Minute
@@ -64,6 +60,7 @@ type rootImages struct {
 	checking bool
 	builds   map[string]*imageBuild // the builds under way, by image
 	stacks   map[string]string      // an image's layers (their directories, joined) → its image
+	held     map[string]*os.File    // the current image of each kind, locked (imagelock.go)
 }
 
 // imageBuild is one image being made; done is closed when img or err is set.
@@ -77,7 +74,7 @@ type imageBuild struct {
 const imageBuildTimeout = 30 * time.Minute
 
 func newRootImages(dir, self, mkfs string, log *slog.Logger) *rootImages {
-	return &rootImages{dir: dir, self: self, mkfs: mkfs, log: log, builds: map[string]*imageBuild{}, stacks: map[string]string{}}
+	return &rootImages{dir: dir, self: self, mkfs: mkfs, log: log, builds: map[string]*imageBuild{}, stacks: map[string]string{}, held: map[string]*os.File{}}
 }
 
 // source is what an image is made of: Mounts bound in order (the host template's, Public: only
@@ -236,26 +233,40 @@ func (r *rootImages) template(ctx context.Context, mounts []ShareMount) (string,
 					return
 				}
 				r.tpl = img
+				go func() {
+					r.hold("tpl", img)
+					r.collect()
+				}()
 			}()
 		}
 		r.mu.Unlock()
-		touch(img)
-		return img, nil
+		if _, err := os.Stat(img); err == nil {
+			touch(img)
+			return img, nil
+		}
+		// Collected (by an airlock that did not see this one's lock): made again.
+	} else {
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 	img, err := r.build(ctx, "tpl", src)
 	if err != nil {
 		return "", err
 	}
+	r.hold("tpl", img)
 	r.mu.Lock()
 	r.tpl, r.checked = img, time.Now()
 	r.mu.Unlock()
 	return img, nil
 }
 
-// directory returns the image of directory src (the generated /etc).
+// directory returns the image of directory src (the generated /etc), held as the current one
+// of its kind.
 func (r *rootImages) directory(ctx context.Context, prefix, src string) (string, error) {
-	return r.build(ctx, prefix, source{Mounts: []ShareMount{{Src: src, Dst: "/", Dir: true}}, Public: true, Content: true})
+	img, err := r.build(ctx, prefix, source{Mounts: []ShareMount{{Src: src, Dst: "/", Dir: true}}, Public: true, Content: true})
+	if err == nil {
+		r.hold(prefix, img)
+	}
+	return img, err
 }
 
 // layers returns the image of directories stacked, top first: an image's layers (which the
@@ -371,7 +382,7 @@ func (r *rootImages) make(ctx context.Context, name string, src source, t tree) 
 		size = fi.Size()
 	}
 	r.log.Info("built a root image for VMs", "image", name, "entries", t.entries, "leftOut", len(t.exclude), "bytes", size, "took", time.Since(t0))
-	r.collect(name)
+	go r.collect()
 	return name, nil
 }
 
@@ -439,30 +450,6 @@ func (r *rootImages) makeImage(ctx context.Context, out string, src source, excl
 		return fmt.Errorf("mkfs.erofs: %w: %s", err, strings.TrimSpace(outBuf.String()))
 	}
 	return nil
-}
-
-// collect removes the images no VM started from for imageKeep, but keep.
-func (r *rootImages) collect(keep string) {
-	ents, err := os.ReadDir(r.dir)
-	if err != nil {
-		return
-	}
-	var gone []string
-	for _, e := range ents {
-		p := filepath.Join(r.dir, e.Name())
-		if p == keep || !strings.HasSuffix(e.Name(), ".erofs") || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > imageKeep {
-			if os.Remove(p) == nil {
-				gone = append(gone, e.Name())
-			}
-		}
-	}
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		r.log.Info("removed root images unused for a week", "images", gone)
-	}
 }
 
 // WarmImages makes the host template's image now, unless it is there: the first VM on the host

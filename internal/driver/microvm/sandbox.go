@@ -22,6 +22,7 @@ import (
 	"github.com/airlockrun/airlock/internal/netpolicy/egress"
 	"github.com/airlockrun/airlock/internal/procfs"
 	"github.com/airlockrun/airlock/internal/sandbox"
+	"github.com/airlockrun/airlock/internal/uidalloc"
 )
 
 // Sizes of what a VM has beside its sandbox's memory.
@@ -37,6 +38,130 @@ const (
 	vmmTasks = 256
 )
 
+// vmInst is what the level holds of one VM, from its start (or adoption: adopt.go) to its
+// teardown, and what host.Launcher's calls act on.
+type vmInst struct {
+	d       *Driver
+	id      string
+	dir     string
+	v       VM
+	link    *vmlink.Host
+	ram     *os.File // guest RAM, kept for saves
+	disk    string
+	images  []Image
+	shape   *memManifest // the machine's shape, for a memory snapshot's manifest
+	machine bool         // QEMU can save it: no 9p share
+	ks      *kernelStats
+	uids    uidalloc.Range
+	cg      *cgroups.Cgroup
+	pids    int64
+	plan    *guest.Config
+	tail    string // the console's end, read before the directory goes: what a failed boot said
+}
+
+// console is the VM's console log.
+func (i *vmInst) console() string { return filepath.Join(i.dir, "console.log") }
+
+// teardown releases what the level holds of the VM (host.Launcher.Teardown).
+func (i *vmInst) teardown(context.Context) error {
+	i.tail = consoleTail(i.console())
+	if i.link != nil {
+		i.link.Close()
+	}
+	if i.v != nil {
+		_ = i.v.Kill() // killed already by the host side, unless the launch failed before
+		if q, ok := i.v.(*qemuVM); ok && q.cmd == nil {
+			q.qmp.close() // an adopted VM's monitor: nobody waits for it
+		}
+	}
+	if i.ram != nil {
+		i.ram.Close()
+	}
+	return os.RemoveAll(i.dir)
+}
+
+// launcher is how host.Runtime drives the VM's init, but for how it starts.
+func (i *vmInst) launcher() host.Launcher {
+	d := i.d
+	sockets := ""
+	if d.cfg.OrphanGrace > 0 {
+		sockets = ControlSocket(i.dir)
+	}
+	return host.Launcher{
+		Config:        i.plan,
+		Cgroup:        i.cg,
+		PidsLimit:     i.pids,
+		TerminalRelay: true,
+		// Under TCG a fork bomb can starve the guest's init for seconds.
+		KillGrace: 15 * time.Second,
+		Root:      i.dir,
+		Layer:     i.dir,
+		UIDs:      i.uids,
+		Socket:    sockets,
+		Kernel:    i.ks.read,
+		Pause: func(ctx context.Context) error {
+			if err := i.v.Pause(ctx); err != nil {
+				return err
+			}
+			i.ks.paused.Store(true)
+			return nil
+		},
+		Resume: func(ctx context.Context) error {
+			if err := i.v.Resume(ctx); err != nil {
+				return err
+			}
+			i.ks.paused.Store(false)
+			return nil
+		},
+		SavesMachine: i.machine,
+		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
+			// The agent reads the layer in the guest, with the sandbox frozen: a paused VM
+			// runs again for that, its sandbox's processes frozen, and is paused after.
+			if paused {
+				if err := i.v.Resume(ctx); err != nil {
+					return false, err
+				}
+				defer func() { _ = i.v.Pause(context.WithoutCancel(ctx)) }()
+			}
+			if err := i.link.CallStream(ctx, "layer", w); err != nil || mem == "" || !i.machine {
+				return false, err
+			}
+			if err := saveMachine(ctx, d.log, i.v.(*qemuVM), i.link, i.ram, i.disk, i.images, *i.shape, mem); err != nil {
+				return false, err
+			}
+			return true, d.roots.refer(i.images, mem)
+		},
+		// The guest kernel counts a command's CPU time by its own clock, which does not see
+		// the host throttling the VMM: an exec's CPU time is capped by the VMM cgroup's use.
+		CgroupCPU: true,
+		Teardown:  i.teardown,
+		Gone: func(clean bool) {
+			if clean {
+				d.rt.ReleaseUIDs(sandbox.LevelMicroVM, i.id, i.uids)
+			}
+		},
+	}
+}
+
+// shapeOf is the machine a VM of spec is, on images (a memory snapshot's manifest without its
+// files), and its vCPUs and guest RAM.
+func (d *Driver) shapeOf(spec sandbox.Spec, accel string, images []Image) *memManifest {
+	vcpus := int(spec.Resources.CPU)
+	if float64(vcpus) < float64(spec.Resources.CPU) {
+		vcpus++
+	}
+	shape := &memManifest{Format: memFormat, Accel: accel, Kernel: d.kernel.VmlinuxSha256, VCPUs: max(vcpus, 1),
+		MemoryMB: spec.Resources.MemoryMB + guestOverheadMB, DiskMB: spec.Resources.DiskMB, Network: spec.Network.EgressPolicy != sandbox.EgressNone}
+	for _, img := range images {
+		if img.Serial == vm.SerialEtc {
+			shape.Images = append(shape.Images, memImage{Serial: img.Serial, File: fileEtc})
+		} else {
+			shape.Images = append(shape.Images, memImage{Serial: img.Serial, Cache: filepath.Base(img.Path)})
+		}
+	}
+	return shape
+}
+
 // start makes sandbox id's VM and has host.Runtime.Launch drive its init.
 // seed, when set, is a snapshot's layer for init to extract; from, when set, a memory snapshot the
 // VM is restored from instead of booted.
@@ -51,9 +176,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		return nil, fmt.Errorf("microvm state: %w: %w", err, errdefs.ErrSetup)
 	}
 	// Which airlock process made the VM, for Sweep.
-	if owner, err := procfs.OwnerLine(); err == nil {
-		_ = os.WriteFile(filepath.Join(dir, "owner"), owner, 0o600)
-	}
+	writeOwner(dir)
 	uids, err := d.rt.AllocateUIDs(sandbox.LevelMicroVM, id, dir)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -61,37 +184,15 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	}
 	// The VMM runs as the first id of the sandbox's own range.
 	vmmUID := uids.HostID(0)
-	var cg *cgroups.Cgroup
-	var v VM
-	var link *vmlink.Host
-	var ram *os.File // guest RAM, kept for saves
-	console := filepath.Join(dir, "console.log")
-	tail := "" // the console's end, read before the directory goes: what a failed boot said
-	teardown := func(ctx context.Context) error {
-		tail = consoleTail(console)
-		if link != nil {
-			link.Close()
-		}
-		if v != nil {
-			_ = v.Kill() // killed already by the host side, unless the launch failed before
-		}
-		if ram != nil {
-			ram.Close()
-		}
-		return os.RemoveAll(dir)
-	}
-	gone := func(clean bool) {
-		if clean {
-			d.rt.ReleaseUIDs(sandbox.LevelMicroVM, id, uids)
-		}
-	}
+	in := &vmInst{d: d, id: id, dir: dir, uids: uids, disk: filepath.Join(dir, "disk.img"), ks: &kernelStats{paused: &atomic.Bool{}}}
 	// Until Launch owns them, a failure undoes this by hand.
 	undo := func(err error) (driver.Sandbox, error) {
-		_ = teardown(context.Background())
-		if cg != nil {
-			_ = cg.Destroy(context.Background())
+		_ = in.teardown(context.Background())
+		if in.cg != nil {
+			_ = in.cg.Destroy(context.Background())
 		}
-		gone(true)
+		closeImages(in.images)
+		d.rt.ReleaseUIDs(sandbox.LevelMicroVM, id, uids)
 		return nil, err
 	}
 	setupErr := func(what string, err error) error {
@@ -106,28 +207,30 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		release()
 		return undo(err)
 	}
-	var images []Image
 	if from != nil {
-		images, err = d.restoredImages(ctx, from, vp, dir)
-	} else {
-		images, err = d.images(ctx, vp)
+		// A cached image collected since is made again here, or the restore refused.
+		if in.images, err = d.restoredImages(ctx, from, vp, dir); err == nil {
+			in.images, err = lockImages(in.images, nil)
+		}
+	} else if in.images, err = d.images(ctx, vp); err == nil {
+		in.images, err = lockImages(in.images, func() ([]Image, error) { return d.images(ctx, vp) })
 	}
 	release() // the VM reads its image of the layers, not them
 	if err != nil {
 		return undo(setupErr("root filesystem", err))
 	}
-	plan, share, writable := vp.Config, vp.Share, vp.Writable
-	disk := filepath.Join(dir, "disk.img")
+	share, writable := vp.Share, vp.Writable
+	in.plan = vp.Config
 	if from != nil {
-		err = from.disk(disk, vmmUID)
+		err = from.disk(in.disk, vmmUID)
 		from.tDisk = time.Since(tBegin)
 	} else {
-		err = makeDisk(disk, spec.Resources.DiskMB, vmmUID, vmmUID)
+		err = makeDisk(in.disk, spec.Resources.DiskMB, vmmUID, vmmUID)
 	}
 	if err != nil {
 		return undo(setupErr("writable disk", err))
 	}
-	if cg, err = d.cgroups.New(d.cfg.CgroupParent, id); err != nil {
+	if in.cg, err = d.cgroups.New(d.cfg.CgroupParent, id); err != nil {
 		return undo(setupErr("cgroup", err))
 	}
 	guestMB := spec.Resources.MemoryMB + guestOverheadMB
@@ -136,19 +239,23 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	limits := cgroups.Resources{CPU: float64(spec.Resources.CPU), MemoryBytes: (guestMB + vmmOverheadMB) << 20, Pids: vmmTasks}
 	boot := limits
 	boot.CPU = 0
-	if err := cg.Set(boot); err != nil {
+	if err := in.cg.Set(boot); err != nil {
 		return undo(setupErr("cgroup limits", err))
 	}
-	con, err := os.OpenFile(console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	con, err := os.OpenFile(in.console(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return undo(setupErr("console", err))
 	}
 	defer con.Close()
-	hostEnd, vmEnd, err := streamPair()
-	if err != nil {
-		return undo(setupErr("serial port", err))
+	// The host's end of the serial port: a socket pair, or, for a VM that may outlive this
+	// process, a connection to the port's socket (dialled once the VMM listens).
+	var hostEnd, vmEnd *os.File
+	if d.cfg.OrphanGrace == 0 {
+		if hostEnd, vmEnd, err = streamPair(); err != nil {
+			return undo(setupErr("serial port", err))
+		}
+		defer vmEnd.Close()
 	}
-	defer vmEnd.Close()
 	networked := spec.Network.EgressPolicy != sandbox.EgressNone
 	var gw *egress.Gateway
 	if networked {
@@ -161,29 +268,17 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 			_ = gw.Close()
 			return undoGW(err)
 		}
-		plan.HostNet = true
+		in.plan.HostNet = true
 	}
-	vcpus := int(spec.Resources.CPU)
-	if float64(vcpus) < float64(spec.Resources.CPU) {
-		vcpus++
-	}
-	pids := spec.Resources.MaxProcesses + guest.InitTasks
-	shape := &memManifest{Format: memFormat, Accel: bs.accel, Kernel: d.kernel.VmlinuxSha256, VCPUs: max(vcpus, 1),
-		MemoryMB: guestMB, DiskMB: spec.Resources.DiskMB, Network: networked}
-	for _, img := range images {
-		if img.Serial == vm.SerialEtc {
-			shape.Images = append(shape.Images, memImage{Serial: img.Serial, File: fileEtc})
-		} else {
-			shape.Images = append(shape.Images, memImage{Serial: img.Serial, Cache: filepath.Base(img.Path)})
-		}
-	}
+	in.pids = spec.Resources.MaxProcesses + guest.InitTasks
+	in.shape = d.shapeOf(spec, bs.accel, in.images)
 	if from != nil {
-		if err := from.fits(shape); err != nil {
+		if err := from.fits(in.shape); err != nil {
 			return undo(err)
 		}
 	}
-	machine := len(share) == 0 && len(writable) == 0 // QEMU saves no VM with a 9p share mounted
-	if ram, err = newRAM(guestMB); err != nil {
+	in.machine = len(share) == 0 && len(writable) == 0 // QEMU saves no VM with a 9p share mounted
+	if in.ram, err = newRAM(guestMB); err != nil {
 		return undo(setupErr("guest RAM", err))
 	}
 	var fill io.ReadCloser
@@ -193,15 +288,20 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		}
 		defer fill.Close()
 	}
+	cmd := cmdline(bs.accel, spec.Resources.MemoryMB<<20, in.pids, len(share) > 0, len(writable) > 0, networked)
+	if d.cfg.OrphanGrace > 0 {
+		cmd += fmt.Sprintf(" %s=%d", vm.ParamGrace, d.cfg.OrphanGrace.Milliseconds())
+	}
 	cfg := VMConfig{
 		Kernel: d.kernel.vmlinux, Initrd: bs.initrd, Accel: bs.accel,
-		VCPUs: max(vcpus, 1), MemoryMB: guestMB,
-		Cmdline: cmdline(bs.accel, spec.Resources.MemoryMB<<20, pids, len(share) > 0, len(writable) > 0, networked),
-		Disk:    disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
-		Images: images, Incoming: from != nil, RAM: ram,
-		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: cg, Dir: dir},
+		VCPUs: in.shape.VCPUs, MemoryMB: guestMB, Cmdline: cmd,
+		Disk: in.disk, Share: share, Writable: writable, Control: vmEnd, Console: con,
+		Images: in.images, Incoming: from != nil, RAM: in.ram,
+		Jail: JailSpec{UID: vmmUID, GID: vmmUID, Cgroup: in.cg, Dir: dir},
 	}
-	ks := &kernelStats{paused: &atomic.Bool{}}
+	if d.cfg.OrphanGrace > 0 {
+		cfg.Sockets = dir
+	}
 	t0 := time.Now()
 	if gw != nil {
 		cfg.Network = gw.Link.Run
@@ -209,94 +309,65 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	if fill != nil {
 		cfg.RAMFill = fill
 	}
-	s, err := d.rt.Launch(ctx, id, spec, gw, host.Launcher{
-		Start: func(ctx context.Context, ctl *os.File) (int, error) {
-			vm, err := d.vmm.Start(ctx, cfg)
-			if err != nil {
+	l := in.launcher()
+	l.Seed, l.Restore = seed, from.dirOrNone()
+	l.Wait = func() { _ = in.v.Wait() }
+	l.Start = func(ctx context.Context, ctl *os.File) (int, error) {
+		v, err := d.vmm.Start(ctx, cfg)
+		closeImages(in.images) // the VMM holds them (and their locks) now
+		if err != nil {
+			if hostEnd != nil {
+				hostEnd.Close()
+			}
+			return 0, err
+		}
+		in.v = v
+		if hostEnd == nil {
+			if hostEnd, err = dialUnix(ControlSocket(dir)); err != nil {
+				return 0, fmt.Errorf("the VM's serial port: %w", err)
+			}
+		}
+		if from != nil {
+			from.tStarted = time.Since(tBegin)
+			// The VM stays paused until its state is loaded and every digest matched.
+			if err := from.load(ctx, v.(*qemuVM)); err != nil {
 				hostEnd.Close()
 				return 0, err
 			}
-			v = vm
-			if from != nil {
-				from.tStarted = time.Since(tBegin)
-				// The VM stays paused until its state is loaded and every digest matched.
-				if err := from.load(ctx, vm.(*qemuVM)); err != nil {
-					hostEnd.Close()
-					return 0, err
-				}
-				from.tLoaded = time.Since(tBegin)
-				if link, err = vmlink.ResumeHost(hostEnd, ctl); err != nil {
-					return 0, err
-				}
-				if err := vm.Resume(ctx); err != nil {
-					return 0, err
-				}
-			} else if link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
+			from.tLoaded = time.Since(tBegin)
+			if in.link, err = vmlink.ResumeHost(hostEnd, ctl); err != nil {
 				return 0, err
 			}
-			ks.link = link
-			go d.logBoot(id, link, t0)
-			return vm.Pid(), nil
-		},
-		Wait:          func() { _ = v.Wait() },
-		Config:        plan,
-		Cgroup:        cg,
-		PidsLimit:     pids,
-		TerminalRelay: true,
-		// Under TCG a fork bomb can starve the guest's init for seconds.
-		KillGrace: 15 * time.Second,
-		Root:      dir,
-		Layer:     dir,
-		UIDs:      uids,
-		Kernel:    ks.read,
-		Pause: func(ctx context.Context) error {
-			if err := v.Pause(ctx); err != nil {
-				return err
-			}
-			ks.paused.Store(true)
-			return nil
-		},
-		Resume: func(ctx context.Context) error {
 			if err := v.Resume(ctx); err != nil {
-				return err
+				return 0, err
 			}
-			ks.paused.Store(false)
-			return nil
-		},
-		Seed:         seed,
-		Restore:      from.dirOrNone(),
-		SavesMachine: machine,
-		Snapshot: func(ctx context.Context, w io.Writer, mem string, paused bool) (bool, error) {
-			// The agent reads the layer in the guest, with the sandbox frozen: a paused VM
-			// runs again for that, its sandbox's processes frozen, and is paused after.
-			if paused {
-				if err := v.Resume(ctx); err != nil {
-					return false, err
-				}
-				defer func() { _ = v.Pause(context.WithoutCancel(ctx)) }()
-			}
-			if err := link.CallStream(ctx, "layer", w); err != nil || mem == "" || !machine {
-				return false, err
-			}
-			return true, saveMachine(ctx, d.log, v.(*qemuVM), link, ram, disk, images, *shape, mem)
-		},
-		// The guest kernel counts a command's CPU time by its own clock, which does not see
-		// the host throttling the VMM: an exec's CPU time is capped by the VMM cgroup's use.
-		CgroupCPU: true,
-		Teardown:  teardown,
-		Gone:      gone,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, tail)
+		} else if in.link, err = vmlink.NewHost(hostEnd, ctl); err != nil {
+			return 0, err
+		}
+		in.ks.link = in.link
+		go d.logBoot(id, in.link, t0)
+		return v.Pid(), nil
 	}
-	if err := cg.Set(limits); err != nil {
+	s, err := d.rt.Launch(ctx, id, spec, gw, l)
+	closeImages(in.images)
+	if err != nil {
+		return nil, fmt.Errorf("%w%s", err, in.tail)
+	}
+	if err := in.cg.Set(limits); err != nil {
 		driver.Discard(context.Background(), d.log, s)
 		return nil, setupErr("cgroup CPU limit", err)
 	}
 	if from != nil {
 		d.log.Debug("VM restored", "sandbox", id, "disk", from.tDisk, "vmmStarted", from.tStarted, "stateLoaded", from.tLoaded, "took", time.Since(tBegin))
 	}
-	return &Sandbox{hs: s, link: link, vm: v, machine: machine, paused: ks.paused}, nil
+	return &Sandbox{hs: s, in: in}, nil
+}
+
+// writeOwner records this airlock process as the one that holds the VM in dir (Sweep).
+func writeOwner(dir string) {
+	if owner, err := procfs.OwnerLine(); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "owner"), owner, 0o600)
+	}
 }
 
 // kernelStats reads the guest kernel's counters of the sandbox (host.Launcher.Kernel); a paused
@@ -353,14 +424,11 @@ func consoleTail(path string) string {
 }
 
 // Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer (the
-// host does not reach the guest's files: no FileRooter or Layerer; the agent serves the files
-// API, driver.FileServer).
+// host does not reach the guest's files: no FileRooter, and a Layerer that says so; the agent
+// serves the files API, driver.FileServer).
 type Sandbox struct {
-	hs      *host.Sandbox
-	link    *vmlink.Host
-	vm      VM
-	machine bool         // a Snapshot with mem saves the VM (it has no 9p share)
-	paused  *atomic.Bool // the VM is stopped (Pause)
+	hs *host.Sandbox
+	in *vmInst
 }
 
 var (
@@ -371,6 +439,7 @@ var (
 	_ driver.Statser     = (*Sandbox)(nil)
 	_ driver.Claimer     = (*Sandbox)(nil)
 	_ driver.FileServer  = (*Sandbox)(nil)
+	_ driver.Layerer     = (*Sandbox)(nil)
 )
 
 // ID implements driver.Sandbox.
@@ -407,10 +476,16 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer, mem string) (bool, 
 
 // SavesMemory implements driver.Snapshotter: a VM without 9p shares (the operator's volumes),
 // which QEMU refuses to save.
-func (s *Sandbox) SavesMemory() bool { return s.machine }
+func (s *Sandbox) SavesMemory() bool { return s.in.machine }
 
 // Claim implements driver.Claimer.
 func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }
+
+// Layer implements driver.Layerer: the level cannot read the writable layer, and says why (the
+// audit then records no per-exec file changes for the sandbox).
+func (s *Sandbox) Layer(context.Context) (driver.Layer, error) {
+	return driver.Layer{}, fmt.Errorf("the microvm level's writable layer is a disk of the guest's own kernel, which the host never mounts (an ext4 image a guest wrote is hostile input to the host's kernel): the files an exec changed are not recorded: %w", errdefs.ErrUnavailable)
+}
 
 // VMMPid is the VMM's pid on the host.
 func (s *Sandbox) VMMPid() int { return s.hs.InitPid() }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 )
@@ -28,12 +29,17 @@ type Settings struct {
 	// about the size of the host's /usr), shared by every airlock on the host. Default
 	// /var/cache/airlock/microvm.
 	ImageDir string `json:"imageDir"`
+	// OrphanGraceSeconds is how long a VM outlives the daemon that made it (a crash, kill -9):
+	// a daemon started again within it adopts the VM with its processes (0: the VM dies with its
+	// daemon). Default 60, at most 3600.
+	OrphanGraceSeconds int `json:"orphanGraceSeconds"`
 }
 
 // DefaultSettings returns the section's defaults.
 func DefaultSettings() Settings {
 	d := DefaultConfig()
-	return Settings{KernelDir: d.KernelDir, Accelerator: d.Accelerator, CgroupParent: d.CgroupParent, ImageDir: d.ImageDir}
+	return Settings{KernelDir: d.KernelDir, Accelerator: d.Accelerator, CgroupParent: d.CgroupParent, ImageDir: d.ImageDir,
+		OrphanGraceSeconds: int(d.OrphanGrace / time.Second)}
 }
 
 // Validate checks the section.
@@ -49,6 +55,9 @@ func (s Settings) Validate() error {
 	if !filepath.IsAbs(s.ImageDir) {
 		return fmt.Errorf("imageDir %q must be an absolute path", s.ImageDir)
 	}
+	if g := s.OrphanGraceSeconds; g < 0 || g > 3600 {
+		return fmt.Errorf("orphanGraceSeconds must be between 0 and 3600 (got %d)", g)
+	}
 	if err := cgroups.ValidParent(s.CgroupParent); err != nil {
 		return fmt.Errorf("cgroupParent %q must be a relative cgroup path: %w", s.CgroupParent, err)
 	}
@@ -61,6 +70,7 @@ func (s Settings) Config(instance string) Config {
 	c := DefaultConfig()
 	c.QEMU, c.KernelDir, c.Accelerator, c.ImageDir = s.QEMU, s.KernelDir, s.Accelerator, s.ImageDir
 	c.CgroupParent = path.Join(s.CgroupParent, instance)
+	c.OrphanGrace = time.Duration(s.OrphanGraceSeconds) * time.Second
 	c.StateDir = StateDirOf(instance)
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/airlockrun/airlock/internal/cgroups"
 )
@@ -18,6 +19,9 @@ type VMM interface {
 	// Start starts a VM as cfg says, jailed, and returns once its process runs (not once the
 	// guest booted: the guest agent's hello says that).
 	Start(ctx context.Context, cfg VMConfig) (VM, error)
+	// Attach takes over the VM of process pid, which a gone airlock process started with
+	// VMConfig.Sockets set to sockets: its monitor is connected again.
+	Attach(pid int, sockets string) (VM, error)
 }
 
 // VM is one running virtual machine.
@@ -60,6 +64,11 @@ type VMConfig struct {
 	// Control is the VM's end of a connected stream socket: the guest's serial port named
 	// guest/vm.PortName. Console receives the guest's console (its kernel's messages).
 	Control, Console *os.File
+	// Sockets, when set instead of Control, is a directory where the VM's serial port and
+	// monitor listen, as unix sockets only root can reach (ControlSocket, MonitorSocket): the VM
+	// outlives the process that started it (no parent-death signal, a session of its own), and
+	// a later airlock process connects to them again (Attach, adopt.go).
+	Sockets string
 	// Network, when set, gives the guest a network card whose traffic leaves through sockets
 	// of the VMM in the network namespace that Network starts the VMM in (it calls start on a
 	// thread inside it): the sandbox's, behind its egress gateway. Otherwise the VMM gets a
@@ -71,8 +80,15 @@ type VMConfig struct {
 
 // Image is a read-only disk of a VM.
 type Image struct {
-	Path, Serial string
+	Path   string `json:"path"`
+	Serial string `json:"serial"`
+	// File, when set, is the image opened (and locked in use: imagelock.go); the VMM gets it.
+	File *os.File `json:"-"`
 }
+
+// ControlSocket and MonitorSocket are where a VM started with VMConfig.Sockets listens.
+func ControlSocket(dir string) string { return filepath.Join(dir, "ctl.sock") }
+func MonitorSocket(dir string) string { return filepath.Join(dir, "qmp.sock") }
 
 // ShareMount is one host path in a VM's share, seen at the same path in it; Empty covers Dst
 // with an empty directory instead (the host's /usr/local).

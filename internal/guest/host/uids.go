@@ -127,16 +127,28 @@ func (rt *Runtime) ReclaimUIDs(level, id string) {
 // AdoptUIDs makes this process the holder of range r of sandbox id of level, whose init (pid) a
 // gone airlock process started, after checking that init's user namespace maps exactly that range.
 func (rt *Runtime) AdoptUIDs(level, id string, pid int, r uidalloc.Range) error {
-	if rt.uids == nil {
-		return fmt.Errorf("sandbox %s: uid ranges: %w", id, rt.uidsErr)
-	}
 	m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", pid))
 	if want := fmt.Sprint(0, r.First(), uidalloc.Size); err != nil || strings.Join(strings.Fields(string(m)), " ") != want {
 		return fmt.Errorf("sandbox %s: init's uid map is %q, not the recorded %q", id, strings.TrimSpace(string(m)), want)
 	}
-	o := rt.uidOwner(level, id)
-	if err := rt.uids.Adopt(r, o); err != nil {
+	return rt.AdoptUIDRange(level, id, r)
+}
+
+// AdoptUIDRange makes this process the holder of range r of sandbox id of level, whose level
+// checked that the sandbox's processes are that range's (a VM's VMM runs as its first uid, with
+// no user namespace).
+func (rt *Runtime) AdoptUIDRange(level, id string, r uidalloc.Range) error {
+	if rt.uids == nil {
+		return fmt.Errorf("sandbox %s: uid ranges: %w", id, rt.uidsErr)
+	}
+	if err := rt.uids.Adopt(r, rt.uidOwner(level, id)); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	rt.usedMu.Lock()
+	if rt.used[level] == nil {
+		rt.used[level] = map[int]bool{}
+	}
+	rt.used[level][r.Block] = true
+	rt.usedMu.Unlock()
 	return nil
 }

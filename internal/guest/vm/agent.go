@@ -79,6 +79,9 @@ const (
 	ParamShare  = "airlock.share"    // 1: the host's read-only share is there
 	ParamRW     = "airlock.writable" // 1: the writable share is there
 	ParamNet    = "airlock.net"      // 1: the guest has a network card
+	// ParamGrace is how many ms the guest outlives its host (a daemon killed): the agent waits
+	// that long for a new host to take the VM over (vmlink.AdoptHost), then powers it off.
+	ParamGrace = "airlock.grace"
 )
 
 // IsAgent reports whether this process is a microvm guest's PID 1.
@@ -101,6 +104,7 @@ func Run() {
 // params are the agent's settings from the kernel command line.
 type params struct {
 	memory, pids    int64
+	grace           int64 // ms
 	share, writable bool
 	net             bool
 	disks           map[string]string // the disks found, device node by serial
@@ -119,6 +123,8 @@ func readParams() (params, error) {
 			p.memory, err = strconv.ParseInt(v, 10, 64)
 		case ParamPids:
 			p.pids, err = strconv.ParseInt(v, 10, 64)
+		case ParamGrace:
+			p.grace, err = strconv.ParseInt(v, 10, 64)
 		case ParamShare:
 			p.share = v == "1"
 		case ParamRW:
@@ -216,6 +222,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	link.Grace = time.Duration(p.grace) * time.Millisecond
 	files := &fileServer{link: link, initPid: cmd.Process.Pid}
 	link.Rewrite = func(b []byte, fds []int) ([]byte, []int, error) { return rewrite(b, fds, files.configured) }
 	link.Handle = func(kind string, body json.RawMessage) (any, error) {

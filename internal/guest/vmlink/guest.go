@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,13 @@ type Guest struct {
 	Rewrite func(b []byte, fds []int) ([]byte, []int, error)
 	// Handle answers the host's calls.
 	Handle func(kind string, body json.RawMessage) (any, error)
+	// Grace, when set, is how long the link outlives its host: when the host's end of the
+	// serial port goes away (the daemon died), the agent waits that long for a new host to take
+	// the link over (AdoptHost) before the link ends; 0 ends it with the host.
+	Grace time.Duration
+
+	token string        // the link's token (fSync); the frame reader's alone
+	gen   atomic.Uint64 // counts the hosts the link had: a call of an earlier one is not answered
 
 	toInit chan outPacket // packets for init, in order, written by one goroutine
 
@@ -58,7 +66,40 @@ func NewGuest(link io.ReadWriteCloser, ctl *os.File) (*Guest, error) {
 	unix.CloseOnExec(fd)
 	g := &Guest{m: newMux(link, 2), ctl: fd, toInit: make(chan outPacket, 256), execs: map[string][]*stream{}}
 	g.m.handle = g.frame
+	g.m.lost = g.lost
 	return g, nil
+}
+
+// lost is the frame reader's answer to a byte stream that ended or went out of step: with a
+// Grace, the host is gone (a daemon killed mid-frame leaves a frame cut short, and the serial
+// port reads EOF until a new host connects), and the link waits for a new one's fSync, dropping
+// everything before it.
+func (g *Guest) lost(err error) bool {
+	if g.Grace <= 0 {
+		return false
+	}
+	tok, herr := g.m.hunt(fSync, g.token, true, time.Now().Add(g.Grace))
+	if herr != nil {
+		return false
+	}
+	g.synced(tok)
+	return true
+}
+
+// synced takes a new host (fSync with token): what the old host had of the link is dropped, as
+// if it had gone away, and the new host hears fSynced.
+func (g *Guest) synced(token string) {
+	if g.token != "" && token != g.token {
+		return // not this VM's host
+	}
+	g.token = token
+	g.gen.Add(1)
+	if g.held { // the old host went away during a save
+		g.held = false
+		g.m.fw.mu.Unlock()
+	}
+	g.reset()
+	_ = g.m.fw.write(fSynced, 0, []byte(token))
 }
 
 // Hello tells the host the agent is up.
@@ -144,8 +185,15 @@ func (g *Guest) frame(typ byte, id uint32, p []byte) {
 		if !g.held && g.m.fw.hold(fQuiesced, 0) == nil {
 			g.held = true
 		}
+	case fSync:
+		g.synced(string(p))
 	case fResume:
-		if len(p) == 1 && p[0] == 1 {
+		if len(p) >= 1 && p[0] == 1 {
+			// A VM restored from a save: a new host, with a token of its own.
+			if len(p) > 1 {
+				g.token = string(p[1:])
+			}
+			g.gen.Add(1)
 			g.reset()
 		}
 		if g.held {
@@ -179,6 +227,7 @@ func (g *Guest) reset() {
 }
 
 func (g *Guest) call(id uint32, p []byte) {
+	gen := g.gen.Load()
 	var r reply
 	var msg callMsg
 	if err := json.Unmarshal(p, &msg); err != nil {
@@ -189,6 +238,9 @@ func (g *Guest) call(id uint32, p []byte) {
 		r.Error = err.Error()
 	} else if r.Body, err = json.Marshal(out); err != nil {
 		r.Error = err.Error()
+	}
+	if g.gen.Load() != gen {
+		return // asked by a host that is gone: the new one may use the same id
 	}
 	b, _ := json.Marshal(r)
 	_ = g.m.fw.write(fReply, id, b)

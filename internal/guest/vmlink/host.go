@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,12 +30,13 @@ type Host struct {
 	quiesced chan struct{} // closed by the guest's fQuiesced (Quiesce)
 
 	hello chan Hello
+	token string // the link's (fSync): a later host presents it to take the link over
 }
 
 // NewHost bridges ctl, init's end of a SOCK_SEQPACKET control socket pair, to link, the byte
 // stream of the VM's serial port; it owns both from then on. It returns at once.
 func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
-	return newHost(link, ctl, 1, false)
+	return newHost(link, ctl, 1, linkNew, "")
 }
 
 // ResumeHost is NewHost for a VM restored from a save that Quiesce prepared: the guest agent is
@@ -42,15 +44,52 @@ func NewHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
 // EPIPE, as when an exec's host went away) and to go on. The new host's stream ids start at a
 // random place, apart from the old host's that may still be in flight.
 func ResumeHost(link io.ReadWriteCloser, ctl *os.File) (*Host, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	first, err := randomFirst()
+	if err != nil {
+		link.Close()
+		ctl.Close()
 		return nil, err
 	}
-	first := binary.BigEndian.Uint32(b[:])>>2 | 1<<30 | 1 // odd, far from 1
-	return newHost(link, ctl, first, true)
+	return newHost(link, ctl, first, linkRestored, "")
 }
 
-func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, restored bool) (*Host, error) {
+// AdoptHost takes over the link of a VM whose host is gone (a daemon killed and started again),
+// given the link's token (Token, recorded by the first host): it sends fSync until the guest
+// agent answers with the same token — which proves it is that VM's agent — or wait has passed,
+// and drops whatever came before the answer (the old host's frames, cut short). The agent drops
+// the old host's streams; init goes on as it was.
+func AdoptHost(link io.ReadWriteCloser, ctl *os.File, token string, wait time.Duration) (*Host, error) {
+	first, err := randomFirst()
+	if err != nil {
+		link.Close()
+		ctl.Close()
+		return nil, err
+	}
+	return newHost(link, ctl, first, linkAdopted, token, wait)
+}
+
+// randomFirst is a host's first stream id, at a random place apart from an earlier host's ids
+// that may still be in flight.
+func randomFirst() (uint32, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint32(b[:])>>2 | 1<<30 | 1, nil // odd, far from 1
+}
+
+// How a host comes to its link.
+const (
+	linkNew      = iota // a VM that boots
+	linkRestored        // a VM restored from a save (ResumeHost)
+	linkAdopted         // a running VM whose host is gone (AdoptHost)
+)
+
+// syncRetry is how often an adopting host sends fSync again until the guest agent answers: a
+// guest reading the old host's frames out of step may have taken one for data.
+const syncRetry = 250 * time.Millisecond
+
+func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, how int, token string, wait ...time.Duration) (*Host, error) {
 	fd, err := unix.Dup(int(ctl.Fd()))
 	ctl.Close()
 	if err != nil {
@@ -58,14 +97,27 @@ func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, restored bool)
 		return nil, fmt.Errorf("vm link: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	h := &Host{m: newMux(link, first), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1)}
-	h.m.handle = h.frame
-	if restored {
-		if err := h.m.fw.write(fResume, 0, []byte{1}); err != nil {
+	if token == "" {
+		if token, err = NewToken(); err != nil {
 			link.Close()
 			unix.Close(fd)
 			return nil, fmt.Errorf("vm link: %w", err)
 		}
+	}
+	h := &Host{m: newMux(link, first), ctl: fd, calls: map[uint32]chan reply{}, hello: make(chan Hello, 1), token: token}
+	h.m.handle = h.frame
+	switch how {
+	case linkNew:
+		err = h.m.fw.write(fSync, 0, []byte(token))
+	case linkRestored:
+		err = h.m.fw.write(fResume, 0, append([]byte{1}, token...))
+	case linkAdopted:
+		err = h.sync(wait[0])
+	}
+	if err != nil {
+		link.Close()
+		unix.Close(fd)
+		return nil, fmt.Errorf("vm link: %w", err)
 	}
 	go h.m.run()
 	go h.readControl()
@@ -82,6 +134,41 @@ func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, restored bool)
 	}()
 	return h, nil
 }
+
+// sync sends fSync until the guest agent's fSynced with the link's token arrives, or wait passed.
+func (h *Host) sync(wait time.Duration) error {
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(syncRetry)
+		defer t.Stop()
+		for {
+			if h.m.fw.write(fSync, 0, []byte(h.token)) != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	timer := time.AfterFunc(wait, func() { h.m.c.Close() })
+	_, err := h.m.hunt(fSynced, h.token, false, time.Time{})
+	expired := !timer.Stop()
+	close(stop)
+	<-stopped // every fSync is out before anything else goes
+	if expired {
+		return fmt.Errorf("the guest agent did not answer with the link's token within %v (not this VM's, or it is not running)", wait)
+	}
+	if err != nil {
+		return fmt.Errorf("the guest agent did not answer with the link's token: %w", err)
+	}
+	return nil
+}
+
+// Token is the link's token, which a later host needs to take it over (AdoptHost).
+func (h *Host) Token() string { return h.token }
 
 // Quiesce brings the link to rest for a save of the VM: once it returns, neither side sends
 // anything, and both have received everything the other sent, so the byte stream is at a frame

@@ -13,7 +13,9 @@
 package vmlink
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +39,36 @@ const (
 	fQuiesce
 	fQuiesced
 	fResume
+	// A host takes the link over (payload: the link's token). The first host sends fSync first
+	// thing, and the guest keeps its token; a later host — a restarted daemon adopting the VM —
+	// sends it on a byte stream that may hold the tail of the old host's frames, and the guest,
+	// which found its old host gone, hunts for it: the token, which only the hosts and the agent
+	// know (never a process of the sandbox), tells it from any data. The guest drops what it kept
+	// for the old host and answers fSynced with the same token, from which on the host, which
+	// hunted for that answer, reads frames again.
+	fSync
+	fSynced
+	fLast = fSynced
 )
+
+// TokenLen is the length of a link's token (hex).
+const TokenLen = 32
+
+// NewToken returns a fresh random token for a link.
+func NewToken() (string, error) {
+	var b [TokenLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// syncFrame is the whole frame typ (fSync or fSynced) with token, as it goes on the wire.
+func syncFrame(typ byte, token string) []byte {
+	b := []byte{typ, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[5:], uint32(len(token)))
+	return append(b, token...)
+}
 
 // Window is the most unacknowledged data a stream may have in flight; MaxFrame the largest payload.
 const (

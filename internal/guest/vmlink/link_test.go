@@ -297,3 +297,178 @@ func TestUploadAndReader(t *testing.T) {
 		t.Fatalf("read %d bytes: %v", len(b), err)
 	}
 }
+
+// serial is a fake virtio serial port, as the guest sees it: reads give EOF while no host is
+// connected, writes wait for one, and what a host sent it but the guest did not read yet stays
+// readable after that host went away (the tail of its frames).
+type serial struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	cur  *os.File // the guest's end of the connected host's stream, or nil
+}
+
+func newSerial() *serial {
+	s := &serial{}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// connect connects a new host and returns its end (pollable: closing it ends a read, as closing
+// the daemon's socket does).
+func (s *serial) connect(t *testing.T) *os.File {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.SetNonblock(fds[0], true)
+	hostEnd, guestEnd := os.NewFile(uintptr(fds[0]), "serial-host"), os.NewFile(uintptr(fds[1]), "serial-guest")
+	s.mu.Lock()
+	s.cur = guestEnd
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return hostEnd
+}
+
+func (s *serial) Read(b []byte) (int, error) {
+	s.mu.Lock()
+	f := s.cur
+	s.mu.Unlock()
+	if f == nil {
+		return 0, io.EOF
+	}
+	n, err := f.Read(b)
+	if err != nil {
+		s.mu.Lock()
+		if s.cur == f {
+			s.cur = nil
+		}
+		s.mu.Unlock()
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (s *serial) Write(b []byte) (int, error) {
+	for {
+		s.mu.Lock()
+		for s.cur == nil {
+			s.cond.Wait()
+		}
+		f := s.cur
+		s.mu.Unlock()
+		if n, err := f.Write(b); err == nil {
+			return n, nil
+		}
+		// The host went away: what it did not read is lost, as QEMU drops it.
+		s.mu.Lock()
+		if s.cur == f {
+			s.cur = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *serial) Close() error { return nil }
+
+// TestAdoptHost: a host that goes away mid-frame leaves the guest waiting for a new one; a new
+// host with the link's token takes it over through whatever the old one left on the port, and
+// the guest's init answers it; a host with another token is refused; and with no host within
+// the grace, the link ends.
+func TestAdoptHost(t *testing.T) {
+	hostSide, initEnd := pair(t)
+	defer hostSide.Close()
+	agentEnd, initSide := pair(t)
+	port := newSerial()
+	hs := port.connect(t)
+	raw, err := unix.Dup(int(hs.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHost(hs, initEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGuest(port, agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Grace = 3 * time.Second
+	calls := 0
+	g.Handle = func(kind string, _ json.RawMessage) (any, error) { calls++; return Stats{Pids: int64(calls)}, nil }
+	ran := make(chan struct{})
+	go func() { g.Run(); close(ran) }()
+	// The fake init echoes every packet.
+	go func() {
+		defer initSide.Close()
+		buf := make([]byte, 1<<16)
+		for {
+			n, err := initSide.Read(buf)
+			if err != nil || n == 0 {
+				return
+			}
+			if _, err := initSide.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	echo := func(side *os.File, msg string) {
+		t.Helper()
+		if _, err := side.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1024)
+		_ = side.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := side.Read(buf)
+		if err != nil || string(buf[:n]) != msg {
+			t.Fatalf("echo of %q: %q %v", msg, buf[:n], err)
+		}
+	}
+	echo(hostSide, `{"kind":"ping","id":"1"}`)
+	var st Stats
+	if err := h.Call(ctx, "stats", nil, &st); err != nil || st.Pids != 1 {
+		t.Fatalf("call: %+v %v", st, err)
+	}
+	token := h.Token()
+	// The host dies in the middle of a frame: half a header, then nothing.
+	if _, err := unix.Write(raw, []byte{fData, 0, 0, 0, 3, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Shutdown(raw, unix.SHUT_RDWR)
+	unix.Close(raw)
+	h.Close()
+	time.Sleep(100 * time.Millisecond)
+
+	// A host with another token gets no answer.
+	hs2 := port.connect(t)
+	_, initEnd2 := pair(t)
+	if _, err := AdoptHost(hs2, initEnd2, strings.Repeat("0", TokenLen), time.Second); err == nil {
+		t.Fatal("a host with another token took the link over")
+	}
+	// The right one, after bytes of the old host that were still on their way.
+	hs3 := port.connect(t)
+	if _, err := hs3.Write([]byte{fData, 0, 0, 0, 9, 0, 0, 0, 40, 1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	hostSide3, initEnd3 := pair(t)
+	defer hostSide3.Close()
+	h3, err := AdoptHost(hs3, initEnd3, token, 5*time.Second)
+	if err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+	if h3.Token() != token {
+		t.Fatalf("adopted link's token %q, want %q", h3.Token(), token)
+	}
+	echo(hostSide3, `{"kind":"ping","id":"2"}`)
+	if err := h3.Call(ctx, "stats", nil, &st); err != nil || st.Pids != 2 {
+		t.Fatalf("call after adoption: %+v %v", st, err)
+	}
+	// No host within the grace: the link ends.
+	h3.Close()
+	select {
+	case <-ran:
+	case <-time.After(g.Grace + 5*time.Second):
+		t.Fatal("the link outlived its grace")
+	}
+}

@@ -1,7 +1,12 @@
 package vmlink
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -14,7 +19,7 @@ import (
 // that dispatches frames to them.
 type mux struct {
 	fw   *frameWriter
-	r    io.Reader
+	r    *bufio.Reader
 	c    io.Closer
 	next uint32 // the next stream id this side opens (the host's are odd, the guest's even)
 
@@ -23,12 +28,16 @@ type mux struct {
 
 	// handle gets the frames that are not a stream's.
 	handle func(typ byte, id uint32, payload []byte)
-	done   chan struct{} // closed when the byte stream ended
-	once   sync.Once
+	// lost, when set, is called when the byte stream ends or goes out of step (a frame too large
+	// or of no known type): it reports whether it brought the link back (Guest.lost), and the
+	// reading goes on.
+	lost func(err error) bool
+	done chan struct{} // closed when the byte stream ended
+	once sync.Once
 }
 
 func newMux(rw io.ReadWriteCloser, first uint32) *mux {
-	return &mux{fw: &frameWriter{w: rw}, r: rw, c: rw, next: first, streams: map[uint32]*stream{}, done: make(chan struct{})}
+	return &mux{fw: &frameWriter{w: rw}, r: bufio.NewReaderSize(rw, 64<<10), c: rw, next: first, streams: map[uint32]*stream{}, done: make(chan struct{})}
 }
 
 // run reads frames until the byte stream ends, then ends every stream.
@@ -37,7 +46,13 @@ func (m *mux) run() {
 	var buf []byte
 	for {
 		typ, id, p, err := readFrame(m.r, buf)
+		if err == nil && (typ < fPacket || typ > fLast) {
+			err = fmt.Errorf("vm link: a frame of unknown type %d", typ)
+		}
 		if err != nil {
+			if m.lost != nil && m.lost(err) {
+				continue
+			}
 			return
 		}
 		buf = p[:0]
@@ -66,6 +81,57 @@ func (m *mux) run() {
 		default:
 			m.handle(typ, id, p)
 		}
+	}
+}
+
+// eofPoll is how often a guest whose host is gone looks for a new one: the serial port reads
+// EOF at once while no host is connected, and blocks again once one is.
+const eofPoll = 20 * time.Millisecond
+
+// errNoHost is a hunt that ended at its deadline with no host connected.
+var errNoHost = errors.New("vm link: no host took the link over in time")
+
+// hunt reads and drops bytes until the frame sync of type typ (fSync, fSynced) with token has
+// been read, and returns the token; an empty token matches any (a guest that has none yet). At
+// EOF, while poll is set (the guest's serial port, whose host is gone), it waits for a host
+// until deadline; otherwise EOF ends the hunt.
+func (m *mux) hunt(typ byte, token string, poll bool, deadline time.Time) (string, error) {
+	want := syncFrame(typ, token)
+	if token == "" {
+		want = syncFrame(typ, string(make([]byte, TokenLen)))[:header] // the header alone
+	}
+	var win []byte
+	for {
+		c, err := m.r.ReadByte()
+		if err != nil {
+			if err == io.EOF && poll && time.Now().Before(deadline) {
+				time.Sleep(eofPoll)
+				continue
+			}
+			if err == io.EOF && poll {
+				return "", errNoHost
+			}
+			return "", err
+		}
+		win = append(win, c)
+		if len(win) > len(want) {
+			win = win[1:]
+		}
+		if !bytes.Equal(win, want) {
+			continue
+		}
+		if token != "" {
+			return token, nil
+		}
+		tok := make([]byte, TokenLen)
+		if _, err := io.ReadFull(m.r, tok); err != nil {
+			return "", err
+		}
+		if _, err := hex.DecodeString(string(tok)); err != nil {
+			win = win[:0]
+			continue
+		}
+		return string(tok), nil
 	}
 }
 
