@@ -59,6 +59,12 @@ type Options struct {
 	ClientCA string
 	// Levels are the host's levels (driver.Registry.Report): the runtime classes it offers.
 	Levels []driver.Capabilities
+	// TenantLabel makes a namespace labelled airlock.dev/tenant=T hold tenant T's Pods
+	// (--tenant-label; the front API's tenants are such namespaces).
+	TenantLabel bool
+	// API is the daemon's own API, served to the front API under /airlock on the kubelet port
+	// (front.go); nil: not served.
+	API http.Handler
 }
 
 // Validate says what is wrong with o, as far as it can be told before the node starts: the
@@ -69,8 +75,8 @@ func (o Options) Validate() error {
 		return errors.New("a node needs --kubeconfig")
 	case o.Name == "":
 		return errors.New("a node needs --node-name")
-	case o.Tenants.Default == "" && len(o.Tenants.ByNamespace) == 0:
-		return errors.New("a node needs the tenant its Pods' sandboxes belong to: --pod-tenant TENANT (or --namespace-tenant NS=TENANT)")
+	case o.Tenants.Default == "" && len(o.Tenants.ByNamespace) == 0 && !o.TenantLabel:
+		return errors.New("a node needs the tenant its Pods' sandboxes belong to: --pod-tenant TENANT (or --namespace-tenant NS=TENANT, or --tenant-label)")
 	case o.ClientCA == "":
 		return errors.New("a node needs --kubelet-client-ca: the CA of the apiserver's kubelet client certificate")
 	case (o.TLSCert == "") != (o.TLSKey == ""):
@@ -141,7 +147,15 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	if o.TenantLabel {
+		if o.Tenants.Labelled, err = labelledTenants(ctx, client); err != nil {
+			return nil, err
+		}
+	}
 	mux := http.NewServeMux()
+	if o.API != nil {
+		mux.Handle(kubeapi.FrontPrefix+"/", frontRoute(o.API))
+	}
 	n := &Node{log: log}
 	vk, err := nodeutil.NewNode(o.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, vknode.NodeProvider, error) {
 		p, err := newProvider(ctx, m, o.Name, hostOf(o.KubeletListen), o.Tenants, client, pc.Pods, log)
