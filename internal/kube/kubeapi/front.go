@@ -112,7 +112,10 @@ func EnsureFrontRBAC(ctx context.Context, c kubernetes.Interface, group, ns stri
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	steps := []func() error{
-		func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, FrontClusterRole(), metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := c.RbacV1().ClusterRoles().Create(ctx, FrontClusterRole(), metav1.CreateOptions{})
+			return err
+		},
 		func() error {
 			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: FrontRole, Labels: managed},
 				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: FrontRole}, Subjects: subj}, metav1.CreateOptions{})

@@ -67,4 +67,3 @@ func labelledTenants(ctx context.Context, client kubernetes.Interface) (func(str
 		return t, t != ""
 	}, nil
 }
-
