@@ -26,8 +26,6 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
 )
@@ -96,16 +94,11 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Front, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	rc, client, err := kubeapi.Connect(o.Kubeconfig, "airlock-front", log, func(rc *rest.Config) {
+		rc.QPS, rc.Burst = 200, 400 // creates come in bursts; the apiserver's own limits apply
+	})
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
-	}
-	rc.UserAgent = "airlock-front"
-	rc.QPS, rc.Burst = 200, 400 // creates come in bursts; the apiserver's own limits apply
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	nodeRT, err := nodeTransport(rc)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 // What the front API (airlock serve --cluster kubernetes, docs/kubernetes.md#the-front-api)
@@ -86,9 +90,7 @@ func APIKeySecret(ns, name, tenant, key string) *corev1.Secret {
 // tenants' Namespaces, and reach the nodes' API (nodes/proxy). Its keys are read by a Role of
 // its own namespace (EnsureFrontRBAC), not cluster-wide.
 func FrontClusterRole() *rbacv1.ClusterRole {
-	r := func(groups, resources, verbs []string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
-	}
+	r := rule
 	core, read := []string{""}, []string{"get", "list", "watch"}
 	return &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: FrontRole, Labels: map[string]string{"app.kubernetes.io/managed-by": "airlock"}},
@@ -148,3 +150,28 @@ const (
 	// from while no node can.
 	AnnotationRequest = "airlock.dev/request"
 )
+
+// Connect is a client of the cluster of kubeconfig, as userAgent, with client-go's logs in log;
+// tune adjusts its configuration first (nil: none).
+func Connect(kubeconfig, userAgent string, log *slog.Logger, tune func(*rest.Config)) (*rest.Config, *kubernetes.Clientset, error) {
+	// client-go logs through klog: into the daemon's log, at its level.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	rc.UserAgent = userAgent
+	if tune != nil {
+		tune(rc)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return rc, client, nil
+}
+
+// rule is one rule of a role.
+func rule(groups, resources, verbs []string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
+}

@@ -110,9 +110,7 @@ const (
 // RuntimeClasses; and ask the apiserver who a client of its kubelet API is and whether it may
 // (TokenReview, SubjectAccessReview), as a kubelet does.
 func NodeClusterRole() *rbacv1.ClusterRole {
-	r := func(groups, resources, verbs []string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
-	}
+	r := rule
 	core, read := []string{""}, []string{"get", "list", "watch"}
 	return &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeRole, Labels: map[string]string{"app.kubernetes.io/managed-by": "airlock"}},

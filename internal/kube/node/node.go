@@ -28,9 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
@@ -109,16 +106,9 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	// client-go logs through klog: into the daemon's log, at its level.
-	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	_, client, err := kubeapi.Connect(o.Kubeconfig, "airlock-node/"+o.Name, log, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
-	}
-	rc.UserAgent = "airlock-node/" + o.Name
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	if err := kubeapi.EnsureRuntimeClasses(ctx, client); err != nil {
 		// A node without the right to create them works where the administrator did.
