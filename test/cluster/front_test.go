@@ -153,6 +153,11 @@ func TestFrontAPI(t *testing.T) {
 		t.Errorf("the uploaded file: %+v, %v", res, err)
 	}
 
+	// The sandbox's audit events come from its node, execs included.
+	if page, err := tenantA.Events(ctx, victim, client.EventOptions{Type: "exec."}); err != nil || len(page.Events) == 0 {
+		t.Errorf("exec events through the front: %d (%v), want some", len(page.Events), err)
+	}
+
 	// A create without wait answers 202, provisioning, with the ID it keeps.
 	async, err := tenantA.CreateAsync(ctx, frontSpec())
 	if err != nil || async.Status != api.StatusProvisioning || !kubeapi.ValidSandboxID(async.ID) {
@@ -187,5 +192,38 @@ func TestFrontAPI(t *testing.T) {
 	pods, err := cs.CoreV1().Pods("tenant-a").List(ctx, metav1.ListOptions{LabelSelector: kubeapi.LabelFront + "=true"})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("tenant a's Pods after delete: %d (err %v), want none", len(pods.Items), err)
+	}
+}
+
+// TestFrontQuotaAndKeys: a create past the tenant's ResourceQuota is a 429, and a request
+// without a valid key a 401.
+func TestFrontQuotaAndKeys(t *testing.T) {
+	frontAPI(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	key, err := kc.AddTenant(ctx, "small", kubeapi.Quota{MaxSandboxes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := client.New(front.API, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := small.Create(ctx, frontSpec())
+	if err != nil {
+		t.Fatalf("the first create of a tenant of one sandbox: %v", err)
+	}
+	t.Cleanup(func() { _, _ = small.Terminate(context.Background(), sb.ID) })
+	if _, err := small.Create(ctx, frontSpec()); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Errorf("a create past the quota: %v, want quota exceeded", err)
+	}
+	stranger, err := client.New(front.API, "ak_not-a-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranger.List(ctx, client.ListOptions{}); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("a list with an unknown key: %v, want unauthorized", err)
+	}
+	if _, err := small.Terminate(ctx, sb.ID); err != nil {
+		t.Errorf("terminate: %v", err)
 	}
 }

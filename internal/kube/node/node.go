@@ -158,7 +158,7 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 			c.NodeSpec = spec
 			c.HTTPListenAddr = o.KubeletListen
 			c.Handler = nodeutil.WithAuth(auth, mux)
-			c.NumWorkers = max(2, runtime.NumCPU())
+			c.NumWorkers = max(16, 4*runtime.NumCPU()) // each create waits for its sandbox: many at once, as on the API
 			c.InformerResyncPeriod = time.Minute
 			c.StreamIdleTimeout = 4 * time.Hour // an idle kubectl exec -it session
 			c.StreamCreationTimeout = 30 * time.Second

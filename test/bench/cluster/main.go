@@ -141,8 +141,17 @@ func run(c config) error {
 			return err
 		}
 	}
+	cs, err := kc.Client()
+	if err != nil {
+		return err
+	}
+	st, err := watchStages(ctx, cs, "tenant-bench")
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "bench-cluster: %d sequential creates on each side, interleaved\n", c.creates)
 	var frontT, directT []time.Duration
+	st.start()
 	for range c.creates {
 		if err := createAndEnd(ctx, viaFront, &frontT); err != nil {
 			return err
@@ -154,12 +163,12 @@ func run(c config) error {
 	f, d := stats.Summarize(frontT), stats.Summarize(directT)
 	rep.Results = append(rep.Results, result{Name: "create→ready through the front API", Summary: f, N: len(frontT)},
 		result{Name: "create→ready on one node's own API", Summary: d, N: len(directT)})
+	st.stop()
 	rep.Figures["front_overhead_p50_ms"] = f.P50 - d.P50
 	fmt.Fprintf(os.Stderr, "bench-cluster: create→ready p50 %.1f ms through the front, %.1f ms on the node's own API\n", f.P50, d.P50)
 
-	cs, err := kc.Client()
-	if err != nil {
-		return err
+	for _, x := range st.summary() {
+		rep.Results = append(rep.Results, x)
 	}
 	fmt.Fprintf(os.Stderr, "bench-cluster: %d creates at concurrency %d over three nodes\n", c.burst, c.concurrency)
 	three, err := burst(ctx, viaFront, c.burst, c.concurrency)
