@@ -52,10 +52,28 @@ func frontAPI(t *testing.T) {
 				frontErr = err
 				return
 			}
+			if frontErr = waitKey(ctx, *x.c); frontErr != nil {
+				return
+			}
 		}
 	})
 	if frontErr != nil {
 		t.Fatalf("front API: %v", frontErr)
+	}
+}
+
+// waitKey waits until the front knows c's key: it reads the key Secrets through a watch.
+func waitKey(ctx context.Context, c *client.Client) error {
+	for {
+		_, err := c.List(ctx, client.ListOptions{})
+		if !errors.Is(err, client.ErrUnauthorized) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the front did not take a new key: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -206,6 +224,9 @@ func TestFrontQuotaAndKeys(t *testing.T) {
 	}
 	small, err := client.New(front.API, key)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitKey(ctx, small); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := small.Create(ctx, frontSpec())

@@ -129,6 +129,12 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	for { // the front reads keys through a watch
+		if _, err := viaFront.List(ctx, client.ListOptions{}); !errors.Is(err, client.ErrUnauthorized) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	direct, err := client.New(nodes[0].API, strings.TrimSpace(string(out)), client.WithHTTPClient(hc))
 	if err != nil {
 		return err
