@@ -129,11 +129,14 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	for { // the front reads keys through a watch
-		if _, err := viaFront.List(ctx, client.ListOptions{}); !errors.Is(err, client.ErrUnauthorized) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) { // the front reads keys through a watch
+		_, err := viaFront.List(ctx, client.ListOptions{})
+		if !errors.Is(err, client.ErrUnauthorized) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the front did not take the bench's key within 30 s: %w", err)
+		}
 	}
 	direct, err := client.New(nodes[0].API, strings.TrimSpace(string(out)), client.WithHTTPClient(hc))
 	if err != nil {
