@@ -145,7 +145,7 @@ bench-microvm: deps build
 	$(GO) run ./test/bench/microvm -airlock $(BIN)
 
 # The front API of a local cluster (three airlock nodes) vs one node's own API: create→ready
-# overhead, and 100 creates over three nodes vs one (docs/performance.md#kubernetes).
+# overhead, and 100 creates over three nodes vs one (docs/performance.md#kubernetes-the-front-api).
 bench-cluster: k8s-binaries build
 	$(GO) run ./test/bench/cluster -airlock $(BIN)
 
