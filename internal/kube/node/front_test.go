@@ -55,7 +55,9 @@ func TestFrontRoute(t *testing.T) {
 
 func TestTenantsOfLabelled(t *testing.T) {
 	ts := Tenants{Default: "d", ByNamespace: map[string]string{"mapped": "m"},
-		Labelled: func(ns string) (string, bool) { return map[string]string{"labelled": "l", "mapped": "x"}[ns], ns == "labelled" || ns == "mapped" }}
+		Labelled: func(ns string) (string, bool) {
+			return map[string]string{"labelled": "l", "mapped": "x"}[ns], ns == "labelled" || ns == "mapped"
+		}}
 	for ns, want := range map[string]string{"mapped": "m", "labelled": "l", "other": "d"} {
 		if got, ok := ts.Of(ns); !ok || got != want {
 			t.Errorf("Of(%q) = %q, %v; want %q", ns, got, ok, want)
