@@ -327,7 +327,9 @@ func (f *Front) proxy(w http.ResponseWriter, r *http.Request, c caller) (any, in
 			writeError(w, errdefs.New(errdefs.ErrServiceUnavailable, "node %s did not answer: %v", p.Spec.NodeName, err))
 		},
 	}
-	rp.ServeHTTP(w, r)
+	ctx, stop := f.untilLost(r.Context(), p.Spec.NodeName)
+	defer stop()
+	rp.ServeHTTP(w, r.WithContext(ctx))
 	return nil, 0, errWritten
 }
 

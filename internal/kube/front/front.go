@@ -76,8 +76,10 @@ type Front struct {
 	keys    cache.Indexer // the key Secrets, by hash
 	leaseOf func(node string) (time.Time, bool)
 
-	mu   sync.Mutex // guards lost
-	lost map[string]time.Time
+	mu       sync.Mutex           // guards lost, lostCtx and inflight
+	lost     map[string]time.Time // lost nodes: when they were last seen
+	lostCtx  map[string]context.Context
+	inflight map[string]context.CancelFunc // ends lostCtx[node] when node is lost
 }
 
 const byHash = "hash"
@@ -104,7 +106,8 @@ func Start(ctx context.Context, o Options, log *slog.Logger) (*Front, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Front{opts: o, log: log, client: client, nodeRT: nodeRT, lost: map[string]time.Time{}}
+	f := &Front{opts: o, log: log, client: client, nodeRT: nodeRT, lost: map[string]time.Time{},
+		lostCtx: map[string]context.Context{}, inflight: map[string]context.CancelFunc{}}
 
 	all := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute)
 	front := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,

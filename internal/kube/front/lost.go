@@ -69,7 +69,7 @@ func (f *Front) findLost() {
 		_, was := f.lost[n.Name]
 		switch lost := now.Sub(last) > f.opts.NodeLostGrace; {
 		case lost && !was:
-			f.lost[n.Name] = last
+			f.lostLocked(n.Name, last)
 			f.log.Warn("node lost: its sandboxes fail as node_lost", "node", n.Name, "lastSeen", last, "grace", f.opts.NodeLostGrace)
 		case !lost && was:
 			delete(f.lost, n.Name)
@@ -81,6 +81,33 @@ func (f *Front) findLost() {
 			delete(f.lost, n) // its Node object is gone: isLost says so without the map
 		}
 	}
+}
+
+// lostLocked holds node lost, last seen at last, and ends the calls in flight to it. f.mu is
+// held.
+func (f *Front) lostLocked(node string, last time.Time) {
+	f.lost[node] = last
+	if cancel, ok := f.inflight[node]; ok {
+		cancel()
+		delete(f.inflight, node)
+		delete(f.lostCtx, node)
+	}
+}
+
+// untilLost is ctx, ended also when node is found lost: a call in flight to a node that stops
+// answering (a frozen host keeps its connections open) ends with the node's loss, never hangs.
+func (f *Front) untilLost(ctx context.Context, node string) (context.Context, context.CancelFunc) {
+	f.mu.Lock()
+	lostCtx, ok := f.lostCtx[node]
+	if !ok {
+		var cancel context.CancelFunc
+		lostCtx, cancel = context.WithCancel(context.Background())
+		f.lostCtx[node], f.inflight[node] = lostCtx, cancel
+	}
+	f.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(lostCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // isLost says whether the front holds node lost (or the Node is gone).

@@ -1,11 +1,13 @@
 package front
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -138,5 +140,27 @@ func TestWriteError(t *testing.T) {
 		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || w.Code != tc.status || env.OK || env.Error.Code != tc.code {
 			t.Errorf("%v: %d %s (%v), want %d %s", tc.err, w.Code, w.Body, err, tc.status, tc.code)
 		}
+	}
+}
+
+func TestUntilLost(t *testing.T) {
+	f := &Front{lost: map[string]time.Time{}, lostCtx: map[string]context.Context{}, inflight: map[string]context.CancelFunc{}}
+	ctx, stop := f.untilLost(context.Background(), "n1")
+	defer stop()
+	other, stopOther := f.untilLost(context.Background(), "n2")
+	defer stopOther()
+	f.mu.Lock()
+	f.lostLocked("n1", time.Now())
+	f.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+		t.Fatal("a call in flight to a lost node did not end")
+	}
+	if other.Err() != nil {
+		t.Error("a call to another node ended")
+	}
+	if _, ok := f.lost["n1"]; !ok {
+		t.Error("n1 not held lost")
 	}
 }
