@@ -138,7 +138,9 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request, c caller) (any, i
 	if !wait {
 		return f.withEndpoints(r, podView(made)), http.StatusAccepted, nil
 	}
-	sb, err := f.waitReady(r.Context(), c, id)
+	// Without an agent the node's answer is the sandbox's once it is made: asked for at once,
+	// rather than after the Pod's status comes back through the apiserver.
+	sb, err := f.waitReady(r.Context(), c, id, spec.Agent == nil && spec.Image == "")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -151,7 +153,13 @@ const unschedulableFor = 10 * time.Second
 
 // waitReady waits until sandbox id is ready on its node (or its Pod failed, or found no node:
 // the error says why, and the Pod is removed).
-func (f *Front) waitReady(ctx context.Context, c caller, id string) (api.Sandbox, error) {
+//
+// With ask, once the Pod is on a node the front asks the node directly: its metrics route
+// answers once the sandbox is made (a host's operations wait for a provisioning sandbox), and
+// its record then is the answer, without waiting for the node's status write to come back
+// through the apiserver (docs/performance.md#kubernetes-the-front-api). Before the node has
+// the Pod it answers 404, and is asked again.
+func (f *Front) waitReady(ctx context.Context, c caller, id string, ask bool) (api.Sandbox, error) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	remove := func(p *corev1.Pod) {
@@ -167,9 +175,10 @@ func (f *Front) waitReady(ctx context.Context, c caller, id string) (api.Sandbox
 			case unschedulable(p, unschedulableFor):
 				remove(p)
 				return api.Sandbox{}, errdefs.New(errdefs.ErrServiceUnavailable, "no airlock node has room for the sandbox (the scheduler, for %s: %s)", unschedulableFor, scheduledCondition(p).Message)
-			case p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded:
+			case p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,
+				ask && p.Spec.NodeName != "" && !f.isLost(p.Spec.NodeName) && f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+id+"/metrics", new(api.Metrics)) == nil:
 				var sb api.Sandbox
-				if err := f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+id, &sb); err == nil {
+				if err := f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+id, &sb); err == nil && sb.Status != api.StatusProvisioning {
 					return sb, nil
 				}
 			}
