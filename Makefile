@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(CURDIR)/.cache/bin/golangci-lint
 
-.PHONY: all deps k8s-binaries k8s-binaries-background cluster wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm vet lint golangci-lint fmt clean openapi
+.PHONY: all deps k8s-binaries k8s-binaries-background cluster wasm-runtimes console build sdk sdk-typescript sdk-python run demo test bench bench-sdk bench-tools bench-daemon bench-network bench-container bench-snapshot bench-audit bench-wasm bench-microvm bench-cluster vet lint golangci-lint fmt clean openapi
 
 all: build
 
@@ -143,6 +143,11 @@ bench-wasm: deps build
 # claim from a warm pool through the daemon (docs/levels.md#microvm-figures).
 bench-microvm: deps build
 	$(GO) run ./test/bench/microvm -airlock $(BIN)
+
+# The front API of a local cluster (three airlock nodes) vs one node's own API: create→ready
+# overhead, and 100 creates over three nodes vs one (docs/performance.md#kubernetes-the-front-api).
+bench-cluster: k8s-binaries build
+	$(GO) run ./test/bench/cluster -airlock $(BIN)
 
 bench-network: deps
 	$(GO) run ./test/bench/network

@@ -69,6 +69,10 @@ type Spec struct {
 	// template it granted. They never cross the API in either direction.
 	Binds   []Bind `json:"-"`
 	RootDir string `json:"-"`
+	// ID, when set, is the new sandbox's ID instead of a fresh one (sbx_ and 20 hex digits): an
+	// airlock Kubernetes node makes a Pod's sandbox with the ID the front API chose
+	// (docs/kubernetes.md#the-front-api). Never read from the API.
+	ID string `json:"-"`
 }
 
 // Agent is a sandbox's own process: its command (a string run by /bin/sh -c, or an argv array,

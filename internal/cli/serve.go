@@ -46,6 +46,13 @@ func serveCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "airlock serve:", err)
 		return 2
 	}
+	if isFront, fo, err := nf.front(cfg.Listen, cfg.TLS.Cert, cfg.TLS.Key); isFront {
+		if err != nil {
+			fmt.Fprintln(e.stderr, "airlock serve:", err)
+			return 2
+		}
+		return serveFront(e, args, fo)
+	}
 	nodeOpts, err := nf.options()
 	if err != nil {
 		fmt.Fprintln(e.stderr, "airlock serve:", err)

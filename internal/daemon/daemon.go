@@ -155,6 +155,10 @@ func Start(ctx context.Context, cfg levels.Config, version string, log *slog.Log
 // makes its Pods' sandboxes with, as the host's own API does.
 func (d *Daemon) Manager() *manager.Manager { return d.m }
 
+// API is the daemon's /api/v1 handler: a Kubernetes node serves it to the front API on its
+// authenticated kubelet port as well (docs/kubernetes.md#the-front-api).
+func (d *Daemon) API() http.Handler { return d.api }
+
 // Levels are the host's levels, as GET /api/v1/capabilities reports them.
 func (d *Daemon) Levels() []driver.Capabilities { return d.drivers.Report() }
 

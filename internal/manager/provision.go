@@ -47,7 +47,7 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, wait bool) (api
 		return api.Sandbox{}, err
 	}
 	ten := tenant.From(ctx)
-	if from == nil {
+	if from == nil && spec.ID == "" { // a warm sandbox has its own ID
 		if p := m.matchPool(spec); p != nil {
 			if warm := p.take(); warm != nil {
 				return m.createWarm(ctx, p, warm, ten, spec, start)
@@ -83,7 +83,11 @@ func (m *Manager) createWarm(ctx context.Context, p *pool, b *box, ten string, s
 // answer when wait is set and in the background otherwise.
 func (m *Manager) createCold(ctx context.Context, d driver.Driver, ten string, spec sandbox.Spec, from *store.Snapshot, start time.Time, wait bool) (api.Sandbox, error) {
 	now := time.Now().UTC()
-	b := m.newBox(store.Sandbox{ID: sandbox.NewID("sbx_"), Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
+	id := spec.ID
+	if id == "" {
+		id = sandbox.NewID("sbx_")
+	}
+	b := m.newBox(store.Sandbox{ID: id, Tenant: ten, Spec: spec, Status: api.StatusProvisioning,
 		Reason: sandbox.ReasonCreated, CreatedAt: now, UpdatedAt: now})
 	if err := m.reserve(ten, spec, b); err != nil {
 		return api.Sandbox{}, err

@@ -38,6 +38,9 @@ func (m *Manager) reserve(ten string, spec sandbox.Spec, b *box) error {
 	if err := m.quotaLocked(ten, spec); err != nil {
 		return err
 	}
+	if _, ok := m.boxes[b.id]; ok { // an ID the caller chose (spec.ID)
+		return errdefs.New(errdefs.ErrConflict, "sandbox %s exists already", b.id)
+	}
 	m.boxes[b.id] = b
 	return nil
 }

@@ -45,3 +45,25 @@ func KeyFrom(ctx context.Context) string {
 	s, _ := ctx.Value(keyIDKey{}).(string)
 	return s
 }
+
+type vouchedKey struct{}
+
+// Vouched is a caller another airlock component has already authenticated: an airlock
+// Kubernetes node's API, reached by the front API over the node's authenticated kubelet port,
+// acts as Tenant for the front (docs/kubernetes.md#the-front-api). Only code in the daemon's
+// process can put one in a request's context; nothing a client sends can.
+type Vouched struct {
+	Tenant string
+	By     string // who vouched: recorded as the request's key
+}
+
+// WithVouched returns ctx carrying v: the API takes it as the request's principal.
+func WithVouched(ctx context.Context, v Vouched) context.Context {
+	return context.WithValue(ctx, vouchedKey{}, v)
+}
+
+// VouchedFrom returns the Vouched ctx carries, if any.
+func VouchedFrom(ctx context.Context) (Vouched, bool) {
+	v, ok := ctx.Value(vouchedKey{}).(Vouched)
+	return v, ok && v.Tenant != ""
+}

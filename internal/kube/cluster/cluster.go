@@ -194,7 +194,8 @@ func Start(ctx context.Context, opts Options, log *slog.Logger) (_ *Cluster, err
 			"--use-service-account-credentials=false", "--profiling=false",
 			// What sandbox Pods and agent-sandbox need, nothing that runs workloads of its own.
 			"--controllers=serviceaccount-controller,serviceaccount-token-controller,garbage-collector-controller,"+
-				"namespace-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller"); err != nil {
+				"namespace-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,"+
+				"resourcequota-controller"); err != nil {
 			return nil, err
 		}
 	}

@@ -92,7 +92,7 @@ func (c *Cluster) StartNode(ctx context.Context, airlock, name string) (*Node, e
 		return nil, err
 	}
 	n.argv = []string{airlock, "serve", "--data-dir", n.DataDir, "--listen", "127.0.0.1:" + strconv.Itoa(ports[0]),
-		"--kubeconfig", kubeconfig, "--node-name", name, "--pod-tenant", NodeTenant,
+		"--kubeconfig", kubeconfig, "--node-name", name, "--pod-tenant", NodeTenant, "--tenant-label",
 		"--kubelet-listen", "127.0.0.1:" + strconv.Itoa(ports[1]), "--kubelet-tls-cert", cert, "--kubelet-tls-key", key,
 		"--kubelet-client-ca", c.caFile}
 	if err := n.start(); err != nil {
@@ -201,7 +201,9 @@ func (n *Node) stop() {
 		<-n.done
 	}
 	n.logf.Close()
-	removeInstanceCgroups(n.DataDir)
+	if n.DataDir != "" { // not the front API's
+		removeInstanceCgroups(n.DataDir)
+	}
 }
 
 // removeInstanceCgroups removes the cgroup directories a stopped airlock daemon on dataDir

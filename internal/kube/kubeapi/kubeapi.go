@@ -32,7 +32,8 @@ const (
 	// volumes, template, user, workdir, metadata, resources beyond cpu/memory/disk, name,
 	// agentId); the Pod's own fields (image, command, runtime class, limits, env) win.
 	AnnotationSpec = "airlock.dev/spec"
-	// AnnotationSandbox is set by the node on its Pods: the sandbox's ID (sbx_...).
+	// AnnotationSandbox is the ID a Pod's sandbox is made with (sbx_ and 20 hex digits): the
+	// front API chooses it, so that it can answer a create at once; a node makes one otherwise.
 	AnnotationSandbox = "airlock.dev/sandbox-id"
 
 	// TemplateImagePrefix + NAME as a container's image names the operator's root filesystem
@@ -109,9 +110,7 @@ const (
 // RuntimeClasses; and ask the apiserver who a client of its kubelet API is and whether it may
 // (TokenReview, SubjectAccessReview), as a kubelet does.
 func NodeClusterRole() *rbacv1.ClusterRole {
-	r := func(groups, resources, verbs []string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
-	}
+	r := rule
 	core, read := []string{""}, []string{"get", "list", "watch"}
 	return &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeRole, Labels: map[string]string{"app.kubernetes.io/managed-by": "airlock"}},
@@ -122,6 +121,7 @@ func NodeClusterRole() *rbacv1.ClusterRole {
 			r(core, []string{"pods"}, []string{"get", "list", "watch", "delete"}),
 			r(core, []string{"pods/status"}, []string{"update", "patch"}),
 			r(core, []string{"secrets", "configmaps", "services"}, read),
+			r(core, []string{"namespaces"}, read), // their tenant label (--tenant-label)
 			r(core, []string{"events"}, []string{"create", "update", "patch"}),
 			r([]string{"events.k8s.io"}, []string{"events"}, []string{"create", "update", "patch"}),
 			r([]string{"node.k8s.io"}, []string{"runtimeclasses"}, []string{"get", "list", "watch", "create"}),

@@ -29,12 +29,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
@@ -63,6 +60,12 @@ type Options struct {
 	ClientCA string
 	// Levels are the host's levels (driver.Registry.Report): the runtime classes it offers.
 	Levels []driver.Capabilities
+	// TenantLabel makes a namespace labelled airlock.dev/tenant=T hold tenant T's Pods
+	// (--tenant-label; the front API's tenants are such namespaces).
+	TenantLabel bool
+	// API is the daemon's own API, served to the front API under /airlock on the kubelet port
+	// (front.go); nil: not served.
+	API http.Handler
 }
 
 // Validate says what is wrong with o, as far as it can be told before the node starts: the
@@ -73,8 +76,8 @@ func (o Options) Validate() error {
 		return errors.New("a node needs --kubeconfig")
 	case o.Name == "":
 		return errors.New("a node needs --node-name")
-	case o.Tenants.Default == "" && len(o.Tenants.ByNamespace) == 0:
-		return errors.New("a node needs the tenant its Pods' sandboxes belong to: --pod-tenant TENANT (or --namespace-tenant NS=TENANT)")
+	case o.Tenants.Default == "" && len(o.Tenants.ByNamespace) == 0 && !o.TenantLabel:
+		return errors.New("a node needs the tenant its Pods' sandboxes belong to: --pod-tenant TENANT (or --namespace-tenant NS=TENANT, or --tenant-label)")
 	case o.ClientCA == "":
 		return errors.New("a node needs --kubelet-client-ca: the CA of the apiserver's kubelet client certificate")
 	case (o.TLSCert == "") != (o.TLSKey == ""):
@@ -107,16 +110,9 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	// client-go logs through klog: into the daemon's log, at its level.
-	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	_, client, err := kubeapi.Connect(o.Kubeconfig, "airlock-node/"+o.Name, log, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
-	}
-	rc.UserAgent = "airlock-node/" + o.Name
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	if err := kubeapi.EnsureRuntimeClasses(ctx, client); err != nil {
 		// A node without the right to create them works where the administrator did.
@@ -145,7 +141,15 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	if o.TenantLabel {
+		if o.Tenants.Labelled, err = labelledTenants(ctx, client); err != nil {
+			return nil, err
+		}
+	}
 	mux := http.NewServeMux()
+	if o.API != nil {
+		mux.Handle(kubeapi.FrontPrefix+"/", frontRoute(o.API))
+	}
 	n := &Node{log: log}
 	// The Pods' events, the virtual kubelet's and the provider's (which it makes before its own
 	// recorder): one recorder, sent to the apiserver while the node runs.
@@ -165,7 +169,7 @@ func Start(ctx context.Context, m *manager.Manager, o Options, log *slog.Logger)
 			c.NodeSpec = spec
 			c.HTTPListenAddr = o.KubeletListen
 			c.Handler = nodeutil.WithAuth(auth, mux)
-			c.NumWorkers = max(2, runtime.NumCPU())
+			c.NumWorkers = max(16, 4*runtime.NumCPU()) // each create waits for its sandbox: many at once, as on the API
 			c.InformerResyncPeriod = time.Minute
 			c.StreamIdleTimeout = 4 * time.Hour // an idle kubectl exec -it session
 			c.StreamCreationTimeout = 30 * time.Second

@@ -14,6 +14,7 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"valid", func(*Options) {}, ""},
 		{"namespace tenants only", func(o *Options) { o.Tenants = Tenants{ByNamespace: map[string]string{"a": "b"}} }, ""},
+		{"tenant label only", func(o *Options) { o.Tenants, o.TenantLabel = Tenants{}, true }, ""},
 		{"no kubeconfig", func(o *Options) { o.Kubeconfig = "" }, "--kubeconfig"},
 		{"no name", func(o *Options) { o.Name = "" }, "--node-name"},
 		{"no tenant", func(o *Options) { o.Tenants = Tenants{} }, "--pod-tenant"},

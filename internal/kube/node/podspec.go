@@ -113,6 +113,12 @@ func SpecOf(pod *corev1.Pod, node string) (sandbox.Spec, error) {
 	if spec.Name == "" {
 		spec.Name = pod.Namespace + "/" + pod.Name
 	}
+	if id, ok := pod.Annotations[kubeapi.AnnotationSandbox]; ok {
+		if !kubeapi.ValidSandboxID(id) {
+			return spec, podErr("InvalidAnnotation", "annotation %s: %q is not a sandbox ID (sbx_ and 20 hex digits)", kubeapi.AnnotationSandbox, id)
+		}
+		spec.ID = id
+	}
 	md := map[string]string{}
 	maps.Copy(md, spec.Metadata)
 	md[MetaNamespace], md[MetaPod], md[MetaUID], md[MetaNode] = pod.Namespace, pod.Name, string(pod.UID), node

@@ -87,6 +87,7 @@ func TestSpecOf(t *testing.T) {
 		{name: "gpu", pod: pod(func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 		}), reason: "UnsupportedResource"},
+		{name: "sandbox ID not one", pod: pod(func(p *corev1.Pod) { p.Annotations = map[string]string{kubeapi.AnnotationSandbox: "sbx_../x"} }), reason: "InvalidAnnotation"},
 		{name: "bad annotation", pod: pod(func(p *corev1.Pod) { p.Annotations = map[string]string{kubeapi.AnnotationNetwork: `{"egress":1}`} }), reason: "InvalidAnnotation"},
 		{name: "spec annotation names the image", pod: pod(func(p *corev1.Pod) { p.Annotations = map[string]string{kubeapi.AnnotationSpec: `{"image":"x"}`} }), reason: "InvalidAnnotation"},
 		{name: "spec annotation trailing data", pod: pod(func(p *corev1.Pod) { p.Annotations = map[string]string{kubeapi.AnnotationSpec: `{} {}`} }), reason: "InvalidAnnotation"},

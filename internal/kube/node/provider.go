@@ -70,12 +70,20 @@ type Tenants struct {
 	Default string
 	// ByNamespace maps a namespace to its tenant.
 	ByNamespace map[string]string
+	// Labelled, when set, is the tenant a namespace's label airlock.dev/tenant names
+	// (--tenant-label): after ByNamespace, before Default.
+	Labelled func(ns string) (string, bool)
 }
 
 // Of is the tenant of namespace ns, if it has one.
 func (t Tenants) Of(ns string) (string, bool) {
 	if ten, ok := t.ByNamespace[ns]; ok {
 		return ten, true
+	}
+	if t.Labelled != nil {
+		if ten, ok := t.Labelled(ns); ok {
+			return ten, true
+		}
 	}
 	return t.Default, t.Default != ""
 }
@@ -155,6 +163,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	p.refresh(ctx, k)
+	p.flush() // Running now, not at the next tick: the front API waits for it
 	return nil
 }
 

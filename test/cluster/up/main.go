@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/kube/cluster"
+	"github.com/airlockrun/airlock/internal/kube/kubeapi"
 )
 
 func main() { os.Exit(run()) }
@@ -58,6 +59,16 @@ func run() int {
 		return 1
 	}
 	defer c.Stop()
+	front, err := c.StartFront(ctx, bin, 40*time.Second)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster: the front API:", err)
+		return 1
+	}
+	key, err := c.AddTenant(ctx, "demo", kubeapi.Quota{MaxSandboxes: 20, MaxMemoryMB: 20 * 2048})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		return 1
+	}
 	kubectl := filepath.Join(c.BinDir(), "bin", "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		kubectl = "kubectl"
@@ -84,8 +95,14 @@ Logs: %s
   %s logs hello      # 42, once it is Completed
   %s delete pod hello
 
+The front API (airlock serve --cluster kubernetes), tenant demo:
+
+  export AIRLOCK_HOST=%s AIRLOCK_TOKEN=%s
+  %s create --isolation process         # prints the sandbox's ID, on one of the nodes
+  %s exec ID -- python3 -c 'print(6*7)'
+
 Ctrl-C stops the cluster and removes everything it made.
-`, len(ns), time.Since(start).Round(100*time.Millisecond), c.Server, filepath.Join(*dir, "logs"), c.Kubeconfig, kubectl, kubectl, kubectl, kubectl)
+`, len(ns), time.Since(start).Round(100*time.Millisecond), c.Server, filepath.Join(*dir, "logs"), c.Kubeconfig, kubectl, kubectl, kubectl, kubectl, front.API, key, bin, bin)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "cluster: stopping")
 	return 0

@@ -1,0 +1,434 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/kube/kubeapi"
+	"github.com/airlockrun/airlock/internal/sandbox"
+)
+
+// caller is who a request acts for: a tenant, and the namespace of its Pods.
+type caller struct{ tenant, ns string }
+
+type handler func(w http.ResponseWriter, r *http.Request, c caller) (any, int, error)
+
+// Handler is the front's API: the host's /api/v1 routes of sandboxes.
+func (f *Front) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": "kubernetes"})
+	})
+	mux.Handle("POST /api/v1/sandboxes", f.auth(f.create))
+	mux.Handle("GET /api/v1/sandboxes", f.auth(f.list))
+	mux.Handle("GET /api/v1/sandboxes/{id}", f.auth(f.get))
+	mux.Handle("DELETE /api/v1/sandboxes/{id}", f.auth(f.terminate))
+	mux.Handle("POST /api/v1/sandboxes/{id}/terminate", f.auth(f.terminate))
+	mux.Handle("/api/v1/sandboxes/{id}/{rest...}", f.auth(f.proxy))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errdefs.New(errdefs.ErrNotFound, "no route %s %s on the front API (docs/kubernetes.md#the-front-api says which it serves)", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// auth authenticates the bearer key against the key Secrets' hashes and calls h as its tenant.
+func (f *Front) auth(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := f.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+			writeError(w, err)
+			return
+		}
+		data, status, err := h(w, r, c)
+		switch {
+		case errors.Is(err, errWritten):
+		case err != nil:
+			writeError(w, err)
+		default:
+			writeJSON(w, status, data)
+		}
+	})
+}
+
+// errWritten is a handler's answer it wrote itself (the proxy).
+var errWritten = errors.New("response written")
+
+func (f *Front) authenticate(r *http.Request) (caller, error) {
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(key) == "" {
+		return caller{}, errdefs.New(errdefs.ErrUnauthenticated, "an API key is required: Authorization: Bearer <key>")
+	}
+	objs, err := f.keys.ByIndex(byHash, kubeapi.HashKey(strings.TrimSpace(key)))
+	if err != nil || len(objs) == 0 {
+		return caller{}, errdefs.New(errdefs.ErrUnauthenticated, "the API key is unknown or revoked")
+	}
+	s, _ := objs[0].(*corev1.Secret)
+	ten := ""
+	if s != nil {
+		ten = string(s.Data[kubeapi.KeyTenant])
+	}
+	if ten == "" {
+		return caller{}, errdefs.New(errdefs.ErrUnauthenticated, "the API key names no tenant")
+	}
+	ns, err := f.tenantNamespace(ten)
+	if err != nil {
+		return caller{}, errdefs.New(errdefs.ErrPermissionDenied, "%v", err)
+	}
+	return caller{tenant: ten, ns: ns}, nil
+}
+
+// podName is the name of sandbox id's Pod.
+func podName(id string) string { return "sbx-" + strings.TrimPrefix(id, "sbx_") }
+
+// podOf is the Pod of the caller's sandbox id; another tenant's is not found, as an unknown one.
+func (f *Front) podOf(c caller, id string) (*corev1.Pod, error) {
+	if kubeapi.ValidSandboxID(id) {
+		p, err := f.pods.Pods(c.ns).Get(podName(id))
+		if err == nil && p.Annotations[kubeapi.AnnotationSandbox] == id {
+			return p, nil
+		}
+	}
+	return nil, errdefs.New(errdefs.ErrNotFound, "no sandbox %s", id)
+}
+
+func (f *Front) create(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
+	var spec api.Spec
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return nil, 0, errdefs.New(errdefs.ErrInvalidArgument, "the request body: %v", err)
+	}
+	wait := false
+	if v := r.URL.Query().Get("wait"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, 0, errdefs.Invalid("wait", "wait=%q: true or false", v)
+		}
+		wait = b
+	}
+	id := sandbox.NewID("sbx_")
+	pod, err := podFor(c.ns, id, spec, f.lostNodes())
+	if err != nil {
+		return nil, 0, err
+	}
+	made, err := f.client.CoreV1().Pods(c.ns).Create(r.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		return nil, 0, apiError(err)
+	}
+	if !wait {
+		return f.withEndpoints(r, podView(made)), http.StatusAccepted, nil
+	}
+	// Without an agent the node's answer is the sandbox's once it is made: asked for at once,
+	// rather than after the Pod's status comes back through the apiserver.
+	sb, err := f.waitReady(r.Context(), c, id, spec.Agent == nil && spec.Image == "")
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.withEndpoints(r, sb), http.StatusCreated, nil
+}
+
+// unschedulableFor is how long a waiting create lets the scheduler find no node before it
+// gives up (and removes the Pod): the cluster has no room for the sandbox.
+const unschedulableFor = 10 * time.Second
+
+// waitReady waits until sandbox id is ready on its node (or its Pod failed, or found no node:
+// the error says why, and the Pod is removed).
+//
+// With ask, once the Pod is on a node the front asks the node directly: its metrics route
+// answers once the sandbox is made (a host's operations wait for a provisioning sandbox), and
+// its record then is the answer, without waiting for the node's status write to come back
+// through the apiserver (docs/performance.md#kubernetes-the-front-api). Before the node has
+// the Pod it answers 404, and is asked again.
+func (f *Front) waitReady(ctx context.Context, c caller, id string, ask bool) (api.Sandbox, error) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	remove := func(p *corev1.Pod) {
+		zero := int64(0)
+		_ = f.client.CoreV1().Pods(c.ns).Delete(context.WithoutCancel(ctx), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) // gone already: fine
+	}
+	for {
+		if p, err := f.pods.Pods(c.ns).Get(podName(id)); err == nil {
+			switch {
+			case p.Status.Phase == corev1.PodFailed:
+				remove(p)
+				return api.Sandbox{}, podFailure(p)
+			case unschedulable(p, unschedulableFor):
+				remove(p)
+				return api.Sandbox{}, errdefs.New(errdefs.ErrServiceUnavailable, "no airlock node has room for the sandbox (the scheduler, for %s: %s)", unschedulableFor, scheduledCondition(p).Message)
+			case p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,
+				ask && p.Spec.NodeName != "" && !f.isLost(p.Spec.NodeName) && f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+id+"/metrics", new(api.Metrics)) == nil:
+				var sb api.Sandbox
+				if err := f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+id, &sb); err == nil && sb.Status != api.StatusProvisioning {
+					return sb, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return api.Sandbox{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (f *Front) get(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
+	p, err := f.podOf(c, r.PathValue("id"))
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.withEndpoints(r, f.viewOf(r.Context(), c, p)), http.StatusOK, nil
+}
+
+// viewOf is pod's sandbox: its node's answer, or, when the node cannot give it (not placed
+// yet, lost, never made it), what the Pod says.
+func (f *Front) viewOf(ctx context.Context, c caller, p *corev1.Pod) api.Sandbox {
+	if f.reachable(p) {
+		var sb api.Sandbox
+		if err := f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+p.Annotations[kubeapi.AnnotationSandbox], &sb); err == nil {
+			return sb
+		}
+	}
+	return f.lostView(p)
+}
+
+// lostView is podView, failed with node_lost when the Pod's node is lost.
+func (f *Front) lostView(p *corev1.Pod) api.Sandbox {
+	sb := podView(p)
+	if f.isLost(p.Spec.NodeName) && sandbox.Live(sb.Status) {
+		sb.Status, sb.Reason = api.StatusFailed, kubeapi.ReasonNodeLost
+	}
+	return sb
+}
+
+// reachable says whether pod's sandbox is to be asked of its node: placed, made, not lost.
+func (f *Front) reachable(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && !f.isLost(p.Spec.NodeName) && containerID(p) != "" && p.Status.Reason != kubeapi.PodReasonNodeLost
+}
+
+func (f *Front) list(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
+	pods, err := f.pods.Pods(c.ns).List(labels.Everything())
+	if err != nil {
+		return nil, 0, err
+	}
+	byNode := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		if f.reachable(p) {
+			byNode[p.Spec.NodeName] = p
+		}
+	}
+	var mu sync.Mutex
+	answered := map[string]bool{}
+	found := map[string]api.Sandbox{}
+	var wg sync.WaitGroup
+	for node, p := range byNode {
+		wg.Go(func() {
+			var sbs []api.Sandbox
+			if err := f.nodeCall(r.Context(), p, c.tenant, "/api/v1/sandboxes?"+r.URL.RawQuery, &sbs); err != nil {
+				f.log.Warn("list a node's sandboxes", "node", node, "err", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			answered[node] = true
+			for _, sb := range sbs {
+				found[sb.ID] = sb
+			}
+		})
+	}
+	wg.Wait()
+	statuses := r.URL.Query()["status"]
+	out := []api.Sandbox{}
+	for _, p := range pods {
+		id := p.Annotations[kubeapi.AnnotationSandbox]
+		if sb, ok := found[id]; ok {
+			out = append(out, f.withEndpoints(r, sb))
+			continue
+		}
+		if f.reachable(p) && answered[p.Spec.NodeName] {
+			continue // its node left it out: the query's filter
+		}
+		sb := f.lostView(p)
+		if len(statuses) == 0 || slices.ContainsFunc(statuses, func(s string) bool { return slices.Contains(strings.Split(s, ","), sb.Status) }) {
+			out = append(out, f.withEndpoints(r, sb))
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, http.StatusOK, nil
+}
+
+// terminate deletes the sandbox's Pod: its node ends the sandbox and removes the Pod. A Pod
+// of a lost node (or none) is removed at once; the node, should it come back, ends what it
+// had (a Pod that is gone).
+func (f *Front) terminate(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
+	p, err := f.podOf(c, r.PathValue("id"))
+	if err != nil {
+		return nil, 0, err
+	}
+	sb := f.lostView(p)
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}
+	if !f.reachable(p) {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	if err := f.client.CoreV1().Pods(c.ns).Delete(r.Context(), p.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+		return nil, 0, apiError(err)
+	}
+	// The node has ended the sandbox once the Pod is gone (it removes it after).
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if q, err := f.pods.Pods(c.ns).Get(p.Name); err != nil || q.UID != p.UID {
+			break
+		}
+	}
+	if sandbox.Live(sb.Status) || sb.Status == api.StatusCompleted || sb.Status == api.StatusFailed {
+		sb.Status, sb.Reason = api.StatusTerminated, sandbox.ReasonTerminated
+	}
+	sb.UpdatedAt = time.Now().UTC()
+	return f.withEndpoints(r, sb), http.StatusOK, nil
+}
+
+// proxy passes a call on one sandbox (exec, its WebSocket, files, logs, events, metrics,
+// snapshots, ...) to the node that runs it, as its tenant.
+func (f *Front) proxy(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
+	p, err := f.podOf(c, r.PathValue("id"))
+	if err != nil {
+		return nil, 0, err
+	}
+	if f.isLost(p.Spec.NodeName) || p.Status.Reason == kubeapi.PodReasonNodeLost {
+		return nil, 0, &conflict{status: api.StatusFailed, msg: fmt.Sprintf("sandbox %s is failed: its node %s was lost (node_lost)", r.PathValue("id"), p.Spec.NodeName)}
+	}
+	if !f.reachable(p) {
+		sb := podView(p)
+		return nil, 0, &conflict{status: sb.Status, msg: fmt.Sprintf("sandbox %s is %s: not on a node yet", r.PathValue("id"), sb.Status)}
+	}
+	base, err := f.nodeURL(p.Spec.NodeName)
+	if err != nil {
+		return nil, 0, err
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(base)
+			pr.Out.Header.Del("Authorization") // the tenant's key stays here
+			pr.Out.Header.Set(kubeapi.HeaderTenant, c.tenant)
+		},
+		Transport:     f.nodeRT,
+		FlushInterval: -1, // logs and events stream
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, errdefs.New(errdefs.ErrServiceUnavailable, "node %s did not answer: %v", p.Spec.NodeName, err))
+		},
+	}
+	ctx, stop := f.untilLost(r.Context(), p.Spec.NodeName)
+	defer stop()
+	rp.ServeHTTP(w, r.WithContext(ctx))
+	return nil, 0, errWritten
+}
+
+// nodeURL is the base of the front's routes on node's kubelet port.
+func (f *Front) nodeURL(node string) (*url.URL, error) {
+	n, err := f.nodes.Get(node)
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrServiceUnavailable, "node %s: %v", node, err)
+	}
+	ip := ""
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+	if ip == "" || port == 0 {
+		return nil, errdefs.New(errdefs.ErrServiceUnavailable, "node %s has no InternalIP and kubelet port", node)
+	}
+	return &url.URL{Scheme: "https", Host: netJoin(ip, port), Path: kubeapi.FrontPrefix}, nil
+}
+
+func netJoin(ip string, port int32) string {
+	if strings.Contains(ip, ":") {
+		return "[" + ip + "]:" + strconv.Itoa(int(port))
+	}
+	return ip + ":" + strconv.Itoa(int(port))
+}
+
+// nodeCall GETs path from the node of pod as tenant and decodes the answer's data into out.
+func (f *Front) nodeCall(ctx context.Context, p *corev1.Pod, tenant, path string, out any) error {
+	base, err := f.nodeURL(p.Spec.NodeName)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(kubeapi.HeaderTenant, tenant)
+	resp, err := f.nodeRT.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	var env api.Response[json.RawMessage]
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("node %s answered %s: %s", p.Spec.NodeName, resp.Status, bytes.TrimSpace(b[:min(len(b), 200)]))
+	}
+	if !env.OK || env.Error != nil {
+		msg := resp.Status
+		if env.Error != nil {
+			msg = env.Error.Code + ": " + env.Error.Message
+		}
+		return fmt.Errorf("node %s: %s", p.Spec.NodeName, msg)
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+// withEndpoints points sb's endpoints at the front, which routes them.
+func (f *Front) withEndpoints(r *http.Request, sb api.Sandbox) api.Sandbox {
+	h, ws := "http://", "ws://"
+	if r.TLS != nil {
+		h, ws = "https://", "wss://"
+	}
+	base := "/api/v1/sandboxes/" + sb.ID
+	sb.Endpoints = api.Endpoints{Exec: ws + r.Host + base + "/exec", Logs: ws + r.Host + base + "/logs",
+		Files: h + r.Host + base + "/files", Metrics: h + r.Host + base + "/metrics"}
+	return sb
+}
+
+// scheduledCondition is pod's PodScheduled condition (zero when it has none yet).
+func scheduledCondition(p *corev1.Pod) corev1.PodCondition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c
+		}
+	}
+	return corev1.PodCondition{}
+}
+
+// unschedulable says whether the scheduler has found no node for pod for longer than d.
+func unschedulable(p *corev1.Pod, d time.Duration) bool {
+	c := scheduledCondition(p)
+	return p.Spec.NodeName == "" && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+		time.Since(p.CreationTimestamp.Time) > d
+}
