@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/airlockrun/airlock/api"
@@ -246,5 +247,52 @@ func TestFrontQuotaAndKeys(t *testing.T) {
 	}
 	if _, err := small.Terminate(ctx, sb.ID); err != nil {
 		t.Errorf("terminate: %v", err)
+	}
+}
+
+// TestFrontUnschedulable: a sandbox no node has room for (more vCPUs than any node offers) is
+// never left provisioning: a waiting create answers 503 and leaves no Pod; one answered 202
+// becomes failed with reason unschedulable, and its record says why.
+func TestFrontUnschedulable(t *testing.T) {
+	frontAPI(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kubeapi.NodeLabel + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cpus = 8 // the largest a sandbox may ask for
+	for _, n := range ns.Items {
+		if c := n.Status.Allocatable.Cpu(); c.Cmp(*resource.NewQuantity(cpus, resource.DecimalSI)) >= 0 {
+			t.Skipf("node %s offers %s CPUs: a sandbox of %d fits there", n.Name, c, cpus)
+		}
+	}
+	spec := frontSpec()
+	spec.Resources.CPU = cpus
+
+	if _, err := tenantA.Create(ctx, spec); !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "no airlock node has room") {
+		t.Errorf("a waiting create no node has room for: %v, want unavailable (503) saying so", err)
+	}
+	async, err := tenantA.CreateAsync(ctx, spec)
+	if err != nil || async.Status != api.StatusProvisioning {
+		t.Fatalf("create without wait: %+v, %v; want provisioning", async, err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		sb, err := tenantA.Get(ctx, async.ID)
+		if err == nil && sb.Status == api.StatusFailed {
+			if sb.Reason != "unschedulable" {
+				t.Errorf("the 202 sandbox failed with reason %q, want unschedulable", sb.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 202 sandbox no node has room for is still %s/%s (%v) after 60 s", sb.Status, sb.Reason, err)
+		}
+	}
+	if _, err := tenantA.Terminate(ctx, async.ID); err != nil {
+		t.Errorf("delete the failed sandbox: %v", err)
+	}
+	pods, err := cs.CoreV1().Pods("tenant-a").List(ctx, metav1.ListOptions{LabelSelector: kubeapi.LabelFront + "=true"})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("tenant a's Pods after: %d (err %v), want none", len(pods.Items), err)
 	}
 }

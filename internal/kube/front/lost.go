@@ -18,7 +18,8 @@ import (
 const lostEvery = time.Second
 
 // watchNodes finds the airlock nodes that stopped renewing their lease for longer than the
-// grace, and fails their live sandbox Pods with reason NodeLost (sandbox node_lost), which every
+// grace, and fails their live sandbox Pods with reason NodeLost (sandbox node_lost), and the
+// Pods no node has room for with reason Unschedulable (sandbox unschedulable), which every
 // replica of the front and the node, should it come back, read from the Pod: the node then
 // ends what it still runs of them. Replicas doing it at once write the same status; the
 // apiserver takes the first.
@@ -37,10 +38,19 @@ func (f *Front) watchNodes(ctx context.Context) {
 			continue
 		}
 		for _, p := range pods {
-			if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded || !f.isLost(p.Spec.NodeName) {
-				continue
+			switch {
+			case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+			case unschedulable(p, unschedulableFor):
+				// A create answered 202 whose sandbox no node has room for: failed, with the
+				// scheduler's reason, rather than provisioning for ever. A waiting create
+				// removes its Pod at the same point (waitReady).
+				f.markFailed(ctx, p, corev1.PodReasonUnschedulable, fmt.Sprintf("no airlock node has room for the sandbox (the scheduler, for %s: %s)", unschedulableFor, scheduledCondition(p).Message))
+			case p.Spec.NodeName != "" && f.isLost(p.Spec.NodeName):
+				f.mu.Lock()
+				since := f.lost[p.Spec.NodeName]
+				f.mu.Unlock()
+				f.markFailed(ctx, p, kubeapi.PodReasonNodeLost, fmt.Sprintf("node %s stopped renewing its lease at %s; its sandbox is lost (grace %s)", p.Spec.NodeName, since.UTC().Format(time.RFC3339), f.opts.NodeLostGrace))
 			}
-			f.markLost(ctx, p)
 		}
 	}
 }
@@ -137,16 +147,14 @@ func (f *Front) lostNodes() []string {
 	return out
 }
 
-// markLost fails pod, of a lost node, with reason NodeLost.
-func (f *Front) markLost(ctx context.Context, p *corev1.Pod) {
-	f.mu.Lock()
-	since := f.lost[p.Spec.NodeName]
-	f.mu.Unlock()
+// markFailed fails pod with reason (NodeLost: its node is lost; Unschedulable: no node has room
+// for it) and message.
+func (f *Front) markFailed(ctx context.Context, p *corev1.Pod, reason, message string) {
 	q := p.DeepCopy()
 	now := metav1.Now()
 	q.Status.Phase = corev1.PodFailed
-	q.Status.Reason = kubeapi.PodReasonNodeLost
-	q.Status.Message = fmt.Sprintf("node %s stopped renewing its lease at %s; its sandbox is lost (grace %s)", p.Spec.NodeName, since.UTC().Format(time.RFC3339), f.opts.NodeLostGrace)
+	q.Status.Reason = reason
+	q.Status.Message = message
 	for i := range q.Status.Conditions {
 		if q.Status.Conditions[i].Type == corev1.PodReady || q.Status.Conditions[i].Type == corev1.ContainersReady {
 			q.Status.Conditions[i].Status, q.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, now
@@ -156,7 +164,7 @@ func (f *Front) markLost(ctx context.Context, p *corev1.Pod) {
 		cs := &q.Status.ContainerStatuses[i]
 		cs.Ready = false
 		if cs.State.Terminated == nil {
-			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: kubeapi.PodReasonNodeLost,
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: reason,
 				Message: q.Status.Message, FinishedAt: now, ContainerID: cs.ContainerID}}
 		}
 	}
@@ -164,9 +172,9 @@ func (f *Front) markLost(ctx context.Context, p *corev1.Pod) {
 	defer cancel()
 	if _, err := f.client.CoreV1().Pods(p.Namespace).UpdateStatus(uctx, q, metav1.UpdateOptions{}); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			f.log.Warn("mark a Pod of a lost node failed", "pod", p.Namespace+"/"+p.Name, "err", err)
+			f.log.Warn("mark a sandbox's Pod failed", "pod", p.Namespace+"/"+p.Name, "reason", reason, "err", err)
 		}
 		return
 	}
-	f.log.Info("sandbox failed: node_lost", "sandbox", p.Annotations[kubeapi.AnnotationSandbox], "node", p.Spec.NodeName, "pod", p.Namespace+"/"+p.Name)
+	f.log.Info("sandbox failed", "sandbox", p.Annotations[kubeapi.AnnotationSandbox], "reason", reason, "node", p.Spec.NodeName, "pod", p.Namespace+"/"+p.Name)
 }

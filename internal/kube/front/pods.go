@@ -213,7 +213,7 @@ func podFailure(p *corev1.Pod) error {
 		kind = errdefs.ErrUnavailable
 	case "Forbidden":
 		kind = errdefs.ErrPermissionDenied
-	case kubeapi.PodReasonNodeLost:
+	case kubeapi.PodReasonNodeLost, corev1.PodReasonUnschedulable:
 		kind = errdefs.ErrServiceUnavailable
 	}
 	return errdefs.New(kind, "the sandbox could not be made: %s", msg)
