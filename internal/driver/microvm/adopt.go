@@ -28,7 +28,7 @@ import (
 // monitor listen on unix sockets in the VM's directory, root's alone (QEMU accepts a new client
 // once the old one is gone). The guest agent, which finds its host gone (the port reads EOF),
 // keeps init and the sandbox as they are for the grace and waits for a host that presents the
-// link's token (vmlink.AdoptHost); past the grace it powers the VM off. The next airlock process
+// link's token (vmlink.AdoptHost); past the grace it ends the VM. The next airlock process
 // adopts the VM from the facts the store kept (HostFacts): it checks that the pid is still that
 // VMM (start time, in the VM's cgroup, running as the VM's uid), connects to its monitor and
 // serial port, and takes the link over with the token — the agent answering with it is the
