@@ -221,6 +221,33 @@ func (f *Front) lostView(p *corev1.Pod) api.Sandbox {
 }
 
 // reachable says whether pod's sandbox is to be asked of its node: placed, made, not lost.
+// settleWait bounds how long a call on a sandbox still being made waits for it (settle).
+const settleWait = time.Minute
+
+// settle waits, up to settleWait or ctx, while pod's sandbox is still being made (the Pod
+// pending on no lost node), and returns the Pod as the front last saw it. A call on a sandbox
+// that is provisioning waits for it, as on a host; and a waiting create answers as soon as the
+// node has the sandbox (waitReady asks the node itself), before the node's status write, which
+// makes the Pod reachable here, has come back through the apiserver.
+func (f *Front) settle(ctx context.Context, p *corev1.Pod) *corev1.Pod {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(settleWait)
+	for p.Status.Phase == corev1.PodPending && !f.reachable(p) && !f.isLost(p.Spec.NodeName) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return p
+		case <-t.C:
+		}
+		q, err := f.pods.Pods(p.Namespace).Get(p.Name)
+		if err != nil || q.UID != p.UID {
+			return p
+		}
+		p = q
+	}
+	return p
+}
+
 func (f *Front) reachable(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && !f.isLost(p.Spec.NodeName) && containerID(p) != "" && p.Status.Reason != kubeapi.PodReasonNodeLost
 }
@@ -313,6 +340,7 @@ func (f *Front) proxy(w http.ResponseWriter, r *http.Request, c caller) (any, in
 	if err != nil {
 		return nil, 0, err
 	}
+	p = f.settle(r.Context(), p)
 	if f.isLost(p.Spec.NodeName) || p.Status.Reason == kubeapi.PodReasonNodeLost {
 		return nil, 0, &conflict{status: api.StatusFailed, msg: fmt.Sprintf("sandbox %s is failed: its node %s was lost (node_lost)", r.PathValue("id"), p.Spec.NodeName)}
 	}
