@@ -3,13 +3,19 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -294,5 +300,59 @@ func TestFrontUnschedulable(t *testing.T) {
 	pods, err := cs.CoreV1().Pods("tenant-a").List(ctx, metav1.ListOptions{LabelSelector: kubeapi.LabelFront + "=true"})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("tenant a's Pods after: %d (err %v), want none", len(pods.Items), err)
+	}
+}
+
+// TestFrontRouteRefusesStrangers: the daemon's API on a node's kubelet port acts as the tenant a
+// caller names, so only a caller the apiserver allows nodes/proxy (the front) may reach it: a
+// client without a certificate, and one with a certificate of the cluster's CA but no rights,
+// naming tenant a, are refused and see nothing of its sandboxes.
+func TestFrontRouteRefusesStrangers(t *testing.T) {
+	frontAPI(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	sb, err := tenantA.Create(ctx, frontSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = tenantA.Terminate(context.Background(), sb.ID) })
+	n, err := cs.CoreV1().Nodes().Get(ctx, sb.Metadata[node.MetaNode], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ""
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			addr = a.Address
+		}
+	}
+	url := fmt.Sprintf("https://%s/airlock/api/v1/sandboxes/%s", net.JoinHostPort(addr, strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port))), sb.ID)
+	stranger, err := kc.ClientTLS("mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anonymous := stranger.Clone()
+	anonymous.Certificates = nil
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+	}{{"no certificate", anonymous}, {"a certificate without nodes/proxy", stranger}} {
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc.tls}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(kubeapi.HeaderTenant, "a")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %d %s, want 401 or 403", tc.name, resp.StatusCode, body)
+		}
+		if strings.Contains(string(body), `"isolation"`) {
+			t.Errorf("%s: the answer is the sandbox's record: %s", tc.name, body)
+		}
 	}
 }

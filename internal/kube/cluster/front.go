@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -110,3 +112,20 @@ func (c *Cluster) AddTenant(ctx context.Context, name string, q kubeapi.Quota) (
 
 // Binary is the airlock binary n runs.
 func (n *Node) Binary() string { return n.argv[0] }
+
+// ClientTLS is a TLS configuration for user cn (no groups, so no rights unless granted): a client
+// certificate the cluster's CA signed, trusting that CA. Tests call a node's kubelet port with it
+// as a stranger to the cluster's RBAC would.
+func (c *Cluster) ClientTLS(cn string) (*tls.Config, error) {
+	kp, err := c.ca.Issue(cn, nil)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c.ca.Cert)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
