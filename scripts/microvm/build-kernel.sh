@@ -8,8 +8,8 @@
 #
 # Usage: scripts/microvm/build-kernel.sh [DEST]
 #   DEST defaults to $AIRLOCK_MICROVM_DIR, then /usr/local/lib/airlock/microvm.
-#   Files land in DEST: vmlinux, modules/order (empty: nothing to load), config (the kernel's
-#   .config), COPYING (the kernel's licence) and manifest.json.
+#   Files land in DEST: vmlinux, config (the kernel's .config), COPYING (the kernel's licence)
+#   and manifest.json.
 #
 # A second run with everything in place exits 0 at once: the manifest records the source, the
 # recipe and the config fragment. The build takes about 10 minutes on 2 idle cores (more on busy
@@ -38,7 +38,7 @@ manifest_field() {
 }
 
 # Fast path: built by this very script, from the same source and fragment, vmlinux unchanged.
-if [[ -f "$DEST/manifest.json" && -f "$DEST/vmlinux" && -f "$DEST/modules/order" ]] &&
+if [[ -f "$DEST/manifest.json" && -f "$DEST/vmlinux" ]] &&
 	[[ "$(manifest_field package)" == "$PKG" ]] &&
 	[[ "$(manifest_field version)" == "$VERSION" ]] &&
 	[[ "$(manifest_field recipe)" == "$RECIPE" ]] &&
@@ -86,9 +86,8 @@ make -C "$src" -s -j"$(nproc)" KBUILD_BUILD_USER=airlock KBUILD_BUILD_HOST=airlo
 	{ tail -n 40 "$TMP/build.log" >&2; die "the kernel build failed"; }
 release="$(make -C "$src" -s kernelrelease)"
 
-mkdir -p "$DEST/modules"
-rm -f "$DEST"/modules/*
-: >"$DEST/modules/order"
+mkdir -p "$DEST"
+rm -rf "$DEST/modules" # what the stock kernel of earlier airlock versions loaded
 install -m 0644 "$src/vmlinux" "$DEST/vmlinux.new" && mv "$DEST/vmlinux.new" "$DEST/vmlinux"
 install -m 0644 "$src/.config" "$DEST/config"
 install -m 0644 "$src/COPYING" "$DEST/COPYING"

@@ -88,7 +88,7 @@ func (d *Driver) setup(ctx context.Context) (*bootSetup, error) {
 	if d.boot != nil {
 		return d.boot, nil
 	}
-	initrd, err := initramfs(d.cfg.StateDir, d.cfg.InitPath, d.cfg.KernelDir)
+	initrd, err := initramfs(d.cfg.StateDir, d.cfg.InitPath)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ import (
 type Config struct {
 	// QEMU is the VMM's binary; empty means qemu-system-x86_64 in PATH.
 	QEMU string
-	// KernelDir holds vmlinux, modules/ and manifest.json (make deps).
+	// KernelDir holds vmlinux and manifest.json (make deps).
 	KernelDir string
 	// Accelerator is AccelAuto (a trial boot decides), AccelKVM or AccelTCG.
 	Accelerator string
@@ -220,10 +220,8 @@ func readKernel(dir string) (kernelInfo, error) {
 		return k, fmt.Errorf("%s/manifest.json: %w", dir, err)
 	}
 	k.vmlinux = filepath.Join(dir, "vmlinux")
-	for _, f := range []string{k.vmlinux, filepath.Join(dir, "modules", "order")} {
-		if _, err := os.Stat(f); err != nil {
-			return k, fmt.Errorf("guest kernel: %w", err)
-		}
+	if _, err := os.Stat(k.vmlinux); err != nil {
+		return k, fmt.Errorf("guest kernel: %w", err)
 	}
 	return k, nil
 }

@@ -8,30 +8,21 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // The initramfs of every VM is the airlock binary as /init (the guest agent, then airlock's init:
-// internal/guest/vm) and the kernel modules the guest loads, listed in lib/modules/order. It is
-// built from this very binary at the first VM (about 25 MB, uncompressed: under TCG unpacking is
-// cheaper than decompressing) and kept in the state directory under a name made of the binary's
-// and the modules' digests, so a daemon of the same build reuses it and a new build never boots
-// an old agent.
+// internal/guest/vm); the guest kernel has everything it needs built in
+// (scripts/microvm/guest-kernel.config), so there are no modules to load. It is built from this
+// very binary at the first VM (about 38 MB, uncompressed: under TCG unpacking is cheaper than
+// decompressing) and kept in the state directory under a name made of the binary's digest, so a
+// daemon of the same build reuses it and a new build never boots an old agent.
 
-// initramfs returns the path of the initramfs for binary self and the modules of kernelDir,
-// building it when it is not there yet.
-func initramfs(stateDir, self, kernelDir string) (string, error) {
-	modDir := filepath.Join(kernelDir, "modules")
-	order, err := os.ReadFile(filepath.Join(modDir, "order"))
-	if err != nil {
-		return "", fmt.Errorf("guest kernel modules: %w", err)
-	}
-	mods := strings.Fields(string(order))
+// initramfs returns the path of the initramfs for binary self, building it when it is not there
+// yet.
+func initramfs(stateDir, self string) (string, error) {
 	h := sha256.New()
-	for _, f := range append([]string{self}, pathsIn(modDir, mods)...) {
-		if err := hashFile(h, f); err != nil {
-			return "", err
-		}
+	if err := hashFile(h, self); err != nil {
+		return "", err
 	}
 	name := filepath.Join(stateDir, "initramfs-"+hex.EncodeToString(h.Sum(nil))[:24]+".cpio")
 	if _, err := os.Stat(name); err == nil {
@@ -47,14 +38,10 @@ func initramfs(stateDir, self, kernelDir string) (string, error) {
 	defer os.Remove(tmp.Name())
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	c := &cpioWriter{w: bw}
-	for _, d := range []string{"dev", "proc", "sys", "lib", "lib/modules"} {
+	for _, d := range []string{"dev", "proc", "sys"} {
 		c.Dir(d, 0o755)
 	}
 	c.File("init", 0o755, self)
-	for i, m := range mods {
-		c.File("lib/modules/"+filepath.Base(m), 0o644, pathsIn(modDir, mods)[i])
-	}
-	c.Bytes("lib/modules/order", 0o644, order)
 	err = c.Close()
 	if err == nil {
 		err = bw.Flush()
@@ -72,14 +59,6 @@ func initramfs(stateDir, self, kernelDir string) (string, error) {
 		return "", fmt.Errorf("build the initramfs: %w", err)
 	}
 	return name, nil
-}
-
-func pathsIn(dir string, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = filepath.Join(dir, filepath.Base(n))
-	}
-	return out
 }
 
 func hashFile(h io.Writer, p string) error {

@@ -15,9 +15,8 @@ import (
 type Settings struct {
 	// QEMU is the VMM's binary; empty means qemu-system-x86_64 in PATH.
 	QEMU string `json:"qemu"`
-	// KernelDir holds the guest kernel (vmlinux), manifest.json and modules/order (the modules
-	// the guest agent loads, if the kernel has any), as `make deps` installs them
-	// (scripts/microvm/build-kernel.sh). Default /usr/local/lib/airlock/microvm.
+	// KernelDir holds the guest kernel (vmlinux) and its manifest.json, as `make deps` installs
+	// them (scripts/microvm/build-kernel.sh). Default /usr/local/lib/airlock/microvm.
 	KernelDir string `json:"kernelDir"`
 	// Accelerator is kvm, tcg, or auto (default): KVM when a trial boot under it succeeds (once,
 	// at the first sandbox; the verdict is kept in the state directory), QEMU's software CPU

@@ -1,7 +1,7 @@
 // Package vm is the guest agent of the microvm level: the PID 1 of a sandbox's virtual machine,
-// the airlock binary as its initramfs's /init. It boots the guest — loads the kernel modules the
-// initramfs carries, leaves the initramfs for a root of its own, mounts the host's read-only share
-// (9p) and the writable disk, makes the sandbox's cgroup of the guest kernel (memory, processes) —
+// the airlock binary as its initramfs's /init. It boots the guest — leaves the initramfs for a
+// root of its own, mounts the root's read-only images, the host's shares (9p) and the writable
+// disk, makes the sandbox's cgroup of the guest kernel (memory, processes) —
 // then starts airlock's init (internal/guest/pid1), the same init every level runs, in fresh
 // namespaces and that cgroup, and bridges init's control socket to the host over the VM's serial
 // port (internal/guest/vmlink). The host side of init drives it from there as on any level.
@@ -148,10 +148,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := loadModules("/lib/modules", p); err != nil {
-		return err
-	}
-	phases["modules"] = uptimeMs()
 	if err := leaveInitramfs(); err != nil {
 		return err
 	}
@@ -258,7 +254,7 @@ func run() error {
 	return nil
 }
 
-// mountEarly mounts what loading modules and finding devices need.
+// mountEarly mounts what finding devices and leaving the initramfs need.
 func mountEarly() error {
 	for _, m := range []struct{ src, dst, fs string }{
 		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
@@ -269,39 +265,6 @@ func mountEarly() error {
 		if err := unix.Mount(m.src, m.dst, m.fs, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil && !errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("mount %s: %w", m.dst, err)
 		}
-	}
-	return nil
-}
-
-// Modules loaded only when the guest needs them: the network card's (ParamNet), the shares'
-// (ParamShare, ParamRW).
-var (
-	netModules   = map[string]bool{"failover.ko": true, "net_failover.ko": true, "virtio_net.ko": true}
-	shareModules = map[string]bool{"9pnet.ko": true, "9pnet_virtio.ko": true, "netfs.ko": true, "fscache.ko": true, "9p.ko": true}
-)
-
-// loadModules loads the initramfs's modules in the order the file "order" lists them, but those
-// the guest has no use for.
-func loadModules(dir string, p params) error {
-	b, err := os.ReadFile(filepath.Join(dir, "order"))
-	if err != nil {
-		return fmt.Errorf("kernel modules: %w", err)
-	}
-	for _, name := range strings.Fields(string(b)) {
-		if netModules[filepath.Base(name)] && !p.net || shareModules[filepath.Base(name)] && !p.share && !p.writable {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, filepath.Base(name)))
-		if err != nil {
-			return fmt.Errorf("kernel module %s: %w", name, err)
-		}
-		err = unix.FinitModule(int(f.Fd()), "", 0)
-		f.Close()
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("load kernel module %s: %w", name, err)
-		}
-		// Frees the initramfs's copy: the kernel holds the module now.
-		_ = os.Remove(filepath.Join(dir, filepath.Base(name)))
 	}
 	return nil
 }

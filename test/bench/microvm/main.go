@@ -1,7 +1,7 @@
 // Command microvm measures the microvm isolation level, side by side in one run:
 //
 //   - boot to ready (cold): the level's Create of a default sandbox (disk made and formatted,
-//     VMM jailed and started, guest kernel booted, the guest agent's modules, share and disk,
+//     VMM jailed and started, guest kernel booted, the guest agent's images, share and disk,
 //     init's root built and locked down, ready for an exec) against a raw
 //     `qemu-system-x86_64 -M microvm` boot of the same kernel and the same initramfs (the same
 //     agent) until the agent's hello arrives on the serial port — no jail, disk or share. The
