@@ -1,7 +1,10 @@
 # airlock — see README.md. `make run` and `make test` work on a fresh Debian machine as root.
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X github.com/airlockrun/airlock/internal/cli.Version=$(VERSION)
+# BUILD_ID tells the binaries of one make run apart: airlock runs airlock-guest in its microvm
+# guests only if it is of the same run (internal/driver/microvm/guestbin.go).
+BUILD_ID := $(shell date +%s%N)
+LDFLAGS  := -s -w -X github.com/airlockrun/airlock/internal/cli.Version=$(VERSION) -X github.com/airlockrun/airlock/internal/guest.Build=$(VERSION)-$(BUILD_ID)
 BIN      := bin/airlock
 # A static binary: no dynamic loader at every sandbox start, same binary on every host.
 export CGO_ENABLED := 0
@@ -45,9 +48,11 @@ console: sdk-typescript
 		npm run --silent check && npm run --silent build
 
 # airlock-kube is airlock with the Kubernetes node (serve --kubeconfig runs it), kept out of
-# airlock, which is every sandbox's init (docs/kubernetes.md).
+# airlock, which is every sandbox's init (docs/kubernetes.md). airlock-guest is the microvm
+# guests' PID 1 and init, airlock's guest roles alone (docs/levels.md#microvm).
 build: console
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(dir $(BIN))airlock-guest ./cmd/airlock-guest
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(dir $(BIN))airlock-kube ./cmd/airlock-kube
 
 # The SDKs from their sources and api/openapi.json: the TypeScript one's dependencies (pinned by

@@ -153,3 +153,37 @@ func TestLayers(t *testing.T) {
 		}
 	}
 }
+
+// TestGuestBinary: cmd/airlock-guest, which every microvm guest runs twice per boot (its PID 1
+// and the sandbox's init), reaches only the guest's side of airlock: each package more is
+// initialised at both starts, under a software CPU (internal/driver/microvm/guestbin.go).
+func TestGuestBinary(t *testing.T) {
+	g := imports(t)
+	seen := map[string]bool{}
+	var walk func(pkg string)
+	walk = func(pkg string) {
+		if seen[pkg] {
+			return
+		}
+		seen[pkg] = true
+		for _, d := range g[pkg] {
+			if d != "std" && !strings.HasPrefix(d, "ext:") {
+				walk(d)
+			} else {
+				seen[d] = true
+			}
+		}
+	}
+	walk("cmd/airlock-guest")
+	if !seen["internal/guest/vm"] || !seen["internal/guest/pid1"] {
+		t.Fatalf("cmd/airlock-guest does not reach the guest agent and init: the walk is wrong (%v)", seen)
+	}
+	for dep := range seen {
+		if under(dep, "internal/driver", "internal/manager", "internal/server", "internal/daemon", "internal/cli", "internal/levels",
+			"internal/store", "internal/tools", "internal/kube", "internal/guest/host", "client") ||
+			(strings.HasPrefix(dep, "ext:") && !under(strings.TrimPrefix(dep, "ext:"), "golang.org/x/sys", "golang.org/x/net/bpf", "github.com/vishvananda/netlink",
+				"github.com/vishvananda/netns", "github.com/klauspost/compress")) {
+			t.Errorf("the guest binary reaches %s", dep)
+		}
+	}
+}

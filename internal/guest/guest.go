@@ -20,6 +20,15 @@ import (
 // the host starts it so, and pid1.IsInit recognises it.
 const Arg0 = "airlock-init"
 
+// Build tells binaries of one build apart from others: make build sets it (-ldflags -X) to one
+// value per run in every binary it makes. A host and a guest of one build speak one protocol,
+// which no version negotiates, so airlock runs a separate guest binary only of its own build
+// (internal/driver/microvm/guestbin.go). Empty in a binary built otherwise.
+var Build string
+
+// BuildArg is the argument on which a guest binary prints its Build and exits.
+const BuildArg = "build-id"
+
 // ControlFd is where init finds its end of the control socket (ExtraFiles[0]); ListenFd is where
 // an adoptable sandbox's init finds the socket a restarted host connects to (ExtraFiles[1],
 // Config.OrphanGraceMs).

@@ -77,6 +77,9 @@ type Message struct {
 	Size     *sandbox.Winsize `json:"size,omitempty"`
 	Token    string           `json:"token,omitempty"`
 	Length   int              `json:"length,omitempty"` // MsgParts
+	// Phases is, in MsgReady, how long init's setup steps took, in microseconds from init's
+	// start (for the host's debug log).
+	Phases map[string]int64 `json:"phases,omitempty"`
 
 	// Files are the descriptors that came with the message to the host; whoever takes the
 	// message owns them.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -107,22 +106,13 @@ func run(m *testing.M) int {
 }
 
 // buildAirlock builds the binaries under test into dir, airlock and beside it airlock-kube
-// (which airlock serve --kubeconfig runs), or takes $AIRLOCK_BIN (with airlock-kube beside it).
+// (which airlock serve --kubeconfig runs) and airlock-guest, or takes $AIRLOCK_BIN (with airlock-kube beside it).
 func buildAirlock(dir string) (string, error) {
 	if bin := os.Getenv("AIRLOCK_BIN"); bin != "" {
 		return filepath.Abs(bin)
 	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
+	if err := testutil.BuildCommands(dir, "airlock", "airlock-kube", "airlock-guest"); err != nil {
 		return "", err
-	}
-	for _, b := range []string{"airlock", "airlock-kube"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "./cmd/"+b)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", b, err, out)
-		}
 	}
 	return filepath.Join(dir, "airlock"), nil
 }

@@ -26,7 +26,7 @@ const chromiumPath = "/usr/bin/chromium"
 // README's). Afterwards nothing of that airlock may be left on the host.
 func TestConsole(t *testing.T) {
 	testutil.RequiresRoot(t, "the console's suite makes sandboxes")
-	root, err := moduleRoot()
+	root, err := testutil.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,36 +108,9 @@ func setup(tmp string) error {
 		airlockBin = bin
 		return nil
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
+	// airlock-guest beside it: the microvm level's guests run it (make build does the same).
 	airlockBin = filepath.Join(tmp, "airlock")
-	build := exec.Command("go", "build", "-o", airlockBin, "./cmd/airlock")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/airlock: %w\n%s", err, out)
-	}
-	return nil
-}
-
-// moduleRoot walks up from the working directory to the directory holding go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return testutil.BuildCommands(tmp, "airlock", "airlock-guest")
 }
 
 // result is what one airlock invocation did.

@@ -18,7 +18,7 @@ import (
 // left on the host. The suites build on what `make sdk` installed (sdk/typescript/node_modules).
 func TestSDKs(t *testing.T) {
 	testutil.RequiresRoot(t, "the SDKs' suites make sandboxes")
-	root, err := moduleRoot()
+	root, err := testutil.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,9 +78,8 @@ echo kept > /workspace/f; sleep 0.5`
 		if got := sb.(*microvm.Sandbox).VMMPid(); got != pid {
 			t.Fatalf("adopted VMM pid %d, want %d", got, pid)
 		}
-		first := count(sb)
-		time.Sleep(time.Second)
-		then := count(sb)
+		first := countPast(t, func() int { return count(sb) }, before)
+		then := countPast(t, func() int { return count(sb) }, first)
 		if first <= before || then <= first {
 			t.Fatalf("the counter: %d before, %d then %d after the adoption", before, first, then)
 		}
@@ -156,6 +155,17 @@ func readCount(t *testing.T, sb driver.Sandbox) int {
 		t.Fatalf("count %q: %v (%s)", res.Stdout, err, res.Stderr)
 	}
 	return n
+}
+
+// countPast reads a counter until it is past n, for at most 30 s (a loaded host's TCG guest
+// may count slowly), and returns the last value read.
+func countPast(t *testing.T, count func() int, n int) int {
+	t.Helper()
+	v := count()
+	for deadline := time.Now().Add(30 * time.Second); v <= n && time.Now().Before(deadline); v = count() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return v
 }
 
 // waitGone waits until process pid has exited (or is a zombie nobody waits for).

@@ -81,6 +81,16 @@ func (d *Driver) accelVerdict() (string, string) {
 	return v.Accel, v.Why
 }
 
+// Initramfs is the initramfs the VMs boot with, once the first VM was made ("" before).
+func (d *Driver) Initramfs() string {
+	d.bootMu.Lock()
+	defer d.bootMu.Unlock()
+	if d.boot == nil {
+		return ""
+	}
+	return d.boot.initrd
+}
+
 // setup builds the initramfs and decides the accelerator, once.
 func (d *Driver) setup(ctx context.Context) (*bootSetup, error) {
 	d.bootMu.Lock()
@@ -88,7 +98,7 @@ func (d *Driver) setup(ctx context.Context) (*bootSetup, error) {
 	if d.boot != nil {
 		return d.boot, nil
 	}
-	initrd, err := initramfs(d.cfg.StateDir, d.cfg.InitPath)
+	initrd, err := initramfs(d.cfg.StateDir, d.guest)
 	if err != nil {
 		return nil, err
 	}

@@ -51,9 +51,13 @@ type Config struct {
 	// ImageDir is the host-wide cache of the guests' read-only root images (rootimage.go),
 	// shared by every airlock on the host: the images are named by their content.
 	ImageDir string
-	// InitPath is the airlock binary that becomes every guest's PID 1 (it must be statically
-	// linked: the initramfs has no libraries). Empty: this executable.
+	// InitPath is the airlock binary re-executed on the host as each VMM's jail and the root
+	// images' builder. Empty: this executable.
 	InitPath string
+	// GuestPath is the binary every guest runs as its PID 1 and its sandbox's init
+	// (guestbin.go); it must be statically linked: the initramfs has no libraries. Empty:
+	// airlock-guest beside InitPath when it is of the same build, else InitPath.
+	GuestPath string
 	// Network attaches sandboxes whose egress policy is not "none" (nil: only "none").
 	Network *egress.Service
 	// Images gives sandboxes made from an OCI image their layers (nil: images unavailable).
@@ -81,6 +85,7 @@ type Driver struct {
 	cgroups *cgroups.Layout
 	vmm     *qemu
 	kernel  kernelInfo
+	guest   string // the guest binary (guestbin.go)
 
 	bootMu sync.Mutex // guards boot: the initramfs and the accelerator, decided at the first VM
 	boot   *bootSetup
@@ -160,8 +165,13 @@ func (d *Driver) probe() driver.Capabilities {
 		d.cgroups = layout
 	}
 	check("cgroups", true, d.cgroups != nil, map[bool]string{true: "each VMM runs in a cgroup of its own (CPU quota, memory)", false: "no usable cgroup controllers"}[d.cgroups != nil])
-	static, why := staticBinary(d.cfg.InitPath)
-	check("init binary", true, static, why+" (the guest's PID 1; the initramfs has no libraries)")
+	guestPath, which := guestBinary(d.cfg.GuestPath, d.cfg.InitPath)
+	d.guest = guestPath
+	static, why := staticBinary(guestPath)
+	check("guest binary", true, static, why+", "+which+" (the guest's PID 1 and init; the initramfs has no libraries)")
+	if guestPath == d.cfg.InitPath {
+		d.log.Info("microvm guests run the airlock binary itself", "why", which)
+	}
 	path := d.cfg.QEMU
 	if path == "" {
 		path, _ = exec.LookPath("qemu-system-x86_64")
@@ -202,7 +212,7 @@ func (d *Driver) probe() driver.Capabilities {
 		c.Reason = strings.Join(missing, "; ")
 		c.Fix = "make deps (QEMU and the guest kernel), run as root with cgroups, and use a statically linked airlock (CGO_ENABLED=0)"
 	}
-	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "limits:cpu,memory,pids,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem, driver.FeatureSnapshotMemory}
+	c.Features = []string{"accelerator:" + accel, "kernel:" + d.kernel.Release, "guest:" + filepath.Base(d.guest), "limits:cpu,memory,pids,nofile,disk,timeout", "network:none", driver.FeatureSnapshotFilesystem, driver.FeatureSnapshotMemory}
 	if d.cfg.Network != nil {
 		c.Features = append(c.Features, "network:restricted", "network:open")
 	}

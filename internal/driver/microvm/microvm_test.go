@@ -43,7 +43,36 @@ func TestMain(m *testing.M) {
 	if microvm.IsJail() {
 		microvm.Jail()
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if guestDir != "" {
+		os.RemoveAll(guestDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// The guest binary the VMs run (cmd/airlock-guest, as make build makes it), built once.
+var (
+	guestOnce sync.Once
+	guestDir  string
+	guestErr  error
+)
+
+func guestBinary(t testing.TB) string {
+	guestOnce.Do(func() {
+		if guestDir, guestErr = os.MkdirTemp("", "airlock-test-guest-"); guestErr == nil {
+			guestErr = testutil.BuildCommands(guestDir, microvm.GuestName)
+		}
+	})
+	if guestErr != nil {
+		t.Fatalf("build the guest binary: %v", guestErr)
+	}
+	return filepath.Join(guestDir, microvm.GuestName)
 }
 
 // newDriver returns a microvm driver with its own state, cgroup parent and uid range.
@@ -75,6 +104,7 @@ func newDriver(t testing.TB, opts ...func(*microvm.Config)) *microvm.Driver {
 		t.Fatal(err)
 	}
 	cfg.Network = network
+	cfg.GuestPath = guestBinary(t)
 	// The accelerator's verdict is the host's: kept across test runs.
 	if cfg.Accelerator == "" {
 		cfg.Accelerator = microvm.AccelAuto

@@ -28,6 +28,10 @@ type Settings struct {
 	// about the size of the host's /usr), shared by every airlock on the host. Default
 	// /var/cache/airlock/microvm.
 	ImageDir string `json:"imageDir"`
+	// GuestBinary is the statically linked binary every guest runs as its PID 1 and init. Empty
+	// (the default): airlock-guest beside airlock when both come from the same build (make build
+	// puts it there), else airlock itself, whose guests boot slower.
+	GuestBinary string `json:"guestBinary"`
 	// OrphanGraceSeconds is how long a VM outlives the daemon that made it (a crash, kill -9):
 	// a daemon started again within it adopts the VM with its processes (0: the VM dies with its
 	// daemon). Default 60, at most 3600.
@@ -54,6 +58,9 @@ func (s Settings) Validate() error {
 	if !filepath.IsAbs(s.ImageDir) {
 		return fmt.Errorf("imageDir %q must be an absolute path", s.ImageDir)
 	}
+	if s.GuestBinary != "" && !filepath.IsAbs(s.GuestBinary) {
+		return fmt.Errorf("guestBinary %q must be an absolute path", s.GuestBinary)
+	}
 	if g := s.OrphanGraceSeconds; g < 0 || g > 3600 {
 		return fmt.Errorf("orphanGraceSeconds must be between 0 and 3600 (got %d)", g)
 	}
@@ -68,6 +75,7 @@ func (s Settings) Validate() error {
 func (s Settings) Config(instance string) Config {
 	c := DefaultConfig()
 	c.QEMU, c.KernelDir, c.Accelerator, c.ImageDir = s.QEMU, s.KernelDir, s.Accelerator, s.ImageDir
+	c.GuestPath = s.GuestBinary
 	c.CgroupParent = path.Join(s.CgroupParent, instance)
 	c.OrphanGrace = time.Duration(s.OrphanGraceSeconds) * time.Second
 	c.StateDir = StateDirOf(instance)

@@ -244,7 +244,8 @@ func (rt *Runtime) Launch(ctx context.Context, id string, spec sandbox.Spec, gw 
 	if err := s.ctl.send(&guest.Message{Kind: guest.MsgPlaced}); err != nil {
 		return fail(fmt.Errorf("init is gone: %w", err))
 	}
-	if err := s.awaitReady(ctx, ready); err != nil {
+	initPhases, err := s.awaitReady(ctx, ready)
+	if err != nil {
 		return fail(err)
 	}
 	if err := seeded(fed, nil); err != nil {
@@ -254,7 +255,7 @@ func (rt *Runtime) Launch(ctx context.Context, id string, spec sandbox.Spec, gw 
 	if l.GuestMemory > 0 && l.GuestPids > 0 {
 		s.watchGuestMemory(l.GuestMemory)
 	}
-	rt.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0))
+	rt.log.Debug("sandbox ready", "sandbox", id, "pid", s.pid, "initStarted", tStarted, "cgroupPlaced", tPlaced, "ready", time.Since(t0), "initPhasesUs", initPhases)
 	return s, nil
 }
 
@@ -335,24 +336,26 @@ func (s *Sandbox) restored(ctx context.Context, l Launcher, t0 time.Time) (*Sand
 	return s, nil
 }
 
-// awaitReady waits for init's answer to its configuration.
-func (s *Sandbox) awaitReady(ctx context.Context, ready chan *guest.Message) error {
+// awaitReady waits for init's answer to its configuration, and returns the phases it reported.
+func (s *Sandbox) awaitReady(ctx context.Context, ready chan *guest.Message) (map[string]int64, error) {
+	var phases map[string]int64
 	select {
 	case m := <-ready:
 		if m == nil {
-			return errors.New("init exited during setup")
+			return nil, errors.New("init exited during setup")
 		}
 		if m.Kind != guest.MsgReady {
-			return errors.New(m.Error)
+			return nil, errors.New(m.Error)
 		}
+		phases = m.Phases
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	s.mu.Lock()
 	delete(s.waiters, "")
 	s.mu.Unlock()
 	s.created = time.Now()
-	return nil
+	return phases, nil
 }
 
 // watchExit closes exited when pid, which need not be this process's child, has exited. An error

@@ -35,6 +35,9 @@ func Run() {
 }
 
 func run() int {
+	t0 := time.Now()
+	phases := map[string]int64{}
+	phase := func(name string) { phases[name] = time.Since(t0).Microseconds() }
 	// Nothing init holds may reach a command but what it is handed: the control socket (which
 	// would let a command read other execs' requests and their descriptors) and whatever the
 	// airlock process inherited and did not mark close-on-exec.
@@ -63,6 +66,7 @@ func run() int {
 		return 1
 	}
 	c := m.Config
+	phase("config")
 	// The root filesystem is built while the host moves us into the sandbox's cgroup.
 	var pids *guestCgroup
 	if err == nil && c.GuestPids > 0 {
@@ -78,6 +82,7 @@ func run() int {
 	if err != nil {
 		return fail(err)
 	}
+	phase("root")
 	if m, _, err = ctl.recv(buf); err != nil || m.Kind != guest.MsgPlaced {
 		return fail(errors.New("driver did not confirm the cgroup"))
 	}
@@ -94,10 +99,12 @@ func run() int {
 			return fail(fmt.Errorf("clear parent-death signal: %w", err))
 		}
 	}
+	phase("placed")
 	if err := lockdown(c); err != nil {
 		return fail(err)
 	}
-	if err := ctl.send(&guest.Message{Kind: guest.MsgReady}); err != nil {
+	phase("lockdown")
+	if err := ctl.send(&guest.Message{Kind: guest.MsgReady, Phases: phases}); err != nil {
 		return 1
 	}
 	srv := &initServer{ctl: ctl, buf: buf, listen: -1, layer: layer, as: user{c.UID, c.GID}, guest: pids,

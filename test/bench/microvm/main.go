@@ -92,6 +92,10 @@ func run(n, execs int, airlock, kernelDir, jsonOut string) error {
 	if kernelDir != "" {
 		cfg.MicroVM.KernelDir = kernelDir
 	}
+	// The guests run airlock-guest, as the daemon's do with make build's binaries.
+	if cfg.MicroVM.GuestBinary, err = filepath.Abs(filepath.Join(filepath.Dir(airlock), microvm.GuestName)); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -128,8 +132,8 @@ func run(n, execs int, airlock, kernelDir, jsonOut string) error {
 			accel = a
 		}
 	}
-	initrds, _ := filepath.Glob(filepath.Join(d.StateDir(), "initramfs-*.cpio"))
-	if len(initrds) == 0 {
+	initrd := d.Initramfs()
+	if initrd == "" {
 		return fmt.Errorf("no initramfs in %s", d.StateDir())
 	}
 	qemuPath, err := exec.LookPath("qemu-system-x86_64")
@@ -145,7 +149,7 @@ func run(n, execs int, airlock, kernelDir, jsonOut string) error {
 		}
 		for _, who := range order {
 			if who == "raw" {
-				t, err := rawBoot(qemuPath, accel, cfg.MicroVM.KernelDir, initrds[0])
+				t, err := rawBoot(qemuPath, accel, cfg.MicroVM.KernelDir, initrd)
 				if err != nil {
 					return fmt.Errorf("raw boot: %w", err)
 				}
