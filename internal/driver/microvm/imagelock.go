@@ -221,6 +221,12 @@ func (r *rootImages) collect() {
 					gone = append(gone, name)
 				}
 			}
+		case strings.HasPrefix(name, ".tpl-"):
+			// A template walk's record (rootimage.go), of no use once older than a recheck, or
+			// one a writer that died left half made.
+			if time.Since(fi.ModTime()) > templateRecheck+time.Minute {
+				_ = os.Remove(p)
+			}
 		case strings.HasSuffix(name, ".erofs") && !strings.HasPrefix(name, "."):
 			if time.Since(fi.ModTime()) < imageGrace || r.referenced(name) {
 				continue

@@ -217,6 +217,13 @@ func everyones(st *syscall.Stat_t) bool {
 func (r *rootImages) template(ctx context.Context, mounts []ShareMount) (string, error) {
 	src := source{Mounts: mounts, Public: true}
 	r.mu.Lock()
+	adopted := false
+	if r.tpl == "" {
+		// Another airlock process (a daemon, a run) may have walked this template lately.
+		if img, at := r.lastChecked(mounts); img != "" {
+			r.tpl, r.checked, adopted = img, at, true
+		}
+	}
 	if r.tpl != "" {
 		img := r.tpl
 		if time.Since(r.checked) > templateRecheck && !r.checking {
@@ -233,6 +240,7 @@ func (r *rootImages) template(ctx context.Context, mounts []ShareMount) (string,
 					return
 				}
 				r.tpl = img
+				r.recordChecked(mounts, img, r.checked)
 				go func() {
 					r.hold("tpl", img)
 					r.collect()
@@ -240,6 +248,9 @@ func (r *rootImages) template(ctx context.Context, mounts []ShareMount) (string,
 			}()
 		}
 		r.mu.Unlock()
+		if adopted {
+			r.hold("tpl", img)
+		}
 		if _, err := os.Stat(img); err == nil {
 			touch(img)
 			return img, nil
@@ -255,8 +266,69 @@ func (r *rootImages) template(ctx context.Context, mounts []ShareMount) (string,
 	r.hold("tpl", img)
 	r.mu.Lock()
 	r.tpl, r.checked = img, time.Now()
+	r.recordChecked(mounts, img, r.checked)
 	r.mu.Unlock()
 	return img, nil
+}
+
+// checkRecord is what one airlock process tells the others of its last walk of a host template
+// (a file in the image directory per template, named by its mounts): which image the tree was,
+// and when. A process that finds a record of less than templateRecheck ago takes its image
+// without a walk of its own (about 1.5 s for this host's /usr), as a daemon does between its own
+// rechecks: a one-shot `airlock run` beside a daemon does not walk the host's /usr each time.
+type checkRecord struct {
+	Image   string    `json:"image"`
+	Checked time.Time `json:"checked"`
+}
+
+func (r *rootImages) recordPath(mounts []ShareMount) string {
+	b, _ := json.Marshal(mounts)
+	sum := sha256.Sum256(b)
+	return filepath.Join(r.dir, ".tpl-"+hex.EncodeToString(sum[:12])+".checked")
+}
+
+// lastChecked is the image of the template of mounts and when it was walked, if another process
+// recorded a walk of less than templateRecheck ago whose image is still there; else "".
+func (r *rootImages) lastChecked(mounts []ShareMount) (string, time.Time) {
+	b, err := os.ReadFile(r.recordPath(mounts))
+	if err != nil {
+		return "", time.Time{}
+	}
+	var rec checkRecord
+	if json.Unmarshal(b, &rec) != nil || time.Since(rec.Checked) >= templateRecheck || time.Since(rec.Checked) < 0 ||
+		filepath.Dir(rec.Image) != r.dir || !strings.HasSuffix(rec.Image, ".erofs") {
+		return "", time.Time{}
+	}
+	if _, err := os.Stat(rec.Image); err != nil {
+		return "", time.Time{}
+	}
+	return rec.Image, rec.Checked
+}
+
+// recordChecked records a walk of the template of mounts (checkRecord). Best effort.
+func (r *rootImages) recordChecked(mounts []ShareMount, img string, at time.Time) {
+	b, err := json.Marshal(checkRecord{Image: img, Checked: at})
+	if err != nil {
+		return
+	}
+	p := r.recordPath(mounts)
+	tmp, err := os.CreateTemp(r.dir, ".tpl-record-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
 }
 
 // directory returns the image of directory src (the generated /etc), held as the current one

@@ -303,6 +303,7 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 		cfg.Sockets = dir
 	}
 	t0 := time.Now()
+	tPrepared := t0.Sub(tBegin) // root images, disk, cgroup, network, guest RAM
 	if gw != nil {
 		cfg.Network = gw.Link.Run
 	}
@@ -359,6 +360,8 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	}
 	if from != nil {
 		d.log.Debug("VM restored", "sandbox", id, "disk", from.tDisk, "vmmStarted", from.tStarted, "stateLoaded", from.tLoaded, "took", time.Since(tBegin))
+	} else {
+		d.log.Debug("VM booted", "sandbox", id, "prepared", tPrepared, "took", time.Since(tBegin))
 	}
 	return &Sandbox{hs: s, in: in}, nil
 }
