@@ -19,6 +19,7 @@ import (
 // bootSetup is what every VM of this process boots with, decided at the first one.
 type bootSetup struct {
 	initrd string
+	held   *os.File // initrd, share-locked for as long as this process may boot VMs from it
 	accel  string
 	why    string
 }
@@ -98,11 +99,12 @@ func (d *Driver) setup(ctx context.Context) (*bootSetup, error) {
 	if d.boot != nil {
 		return d.boot, nil
 	}
-	initrd, err := initramfs(d.cfg.StateDir, d.guest)
+	initrd, held, err := holdInitramfs(d.cfg.StateDir, d.guest)
 	if err != nil {
 		return nil, err
 	}
-	b := &bootSetup{initrd: initrd}
+	go pruneInitramfs(d.cfg.StateDir, initrd, d.log)
+	b := &bootSetup{initrd: initrd, held: held}
 	v := d.known()
 	if !v.Decided {
 		v = d.trial(ctx, initrd)

@@ -244,6 +244,15 @@ func (r *rootImages) collect() {
 
 // remove removes image p unless someone holds a lock on it.
 func (r *rootImages) remove(p string) bool {
+	if !removeUnlocked(p) {
+		return false
+	}
+	os.RemoveAll(filepath.Join(r.dir, refsDir, filepath.Base(p)))
+	return true
+}
+
+// removeUnlocked removes file p unless someone holds a lock on it (lockImage).
+func removeUnlocked(p string) bool {
 	f, err := os.Open(p)
 	if err != nil {
 		return false
@@ -252,12 +261,7 @@ func (r *rootImages) remove(p string) bool {
 	if flockExNB(f) != nil {
 		return false // in use
 	}
-	if err := os.Remove(p); err != nil {
-		r.log.Warn("could not remove a root image", "image", p, "err", err)
-		return false
-	}
-	os.RemoveAll(filepath.Join(r.dir, refsDir, filepath.Base(p)))
-	return true
+	return os.Remove(p) == nil
 }
 
 // flockExNB takes an exclusive lock on f without waiting (and keeps it until f is closed).

@@ -4,10 +4,15 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // The initramfs of every VM is the airlock binary as /init (the guest agent, then airlock's init:
@@ -59,6 +64,48 @@ func initramfs(stateDir, self string) (string, error) {
 		return "", fmt.Errorf("build the initramfs: %w", err)
 	}
 	return name, nil
+}
+
+// holdInitramfs returns the initramfs for binary self, share-locked (lockImage) for as long as
+// the file is kept open: pruneInitramfs removes only what nobody holds.
+func holdInitramfs(stateDir, self string) (string, *os.File, error) {
+	for try := 0; ; try++ {
+		p, err := initramfs(stateDir, self)
+		if err != nil {
+			return "", nil, err
+		}
+		f, err := lockImage(p)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == 2 {
+			return p, f, err
+		}
+		// Pruned by another airlock between its build and its lock: made again.
+	}
+}
+
+// pruneInitramfs removes the initramfs files of stateDir other than current that no airlock
+// holds (those of earlier builds: a few MB each, under /run), and what a build that died left.
+func pruneInitramfs(stateDir, current string, log *slog.Logger) {
+	ents, err := os.ReadDir(stateDir)
+	if err != nil {
+		return
+	}
+	var gone []string
+	for _, e := range ents {
+		name, p := e.Name(), filepath.Join(stateDir, e.Name())
+		switch {
+		case strings.HasPrefix(name, ".initramfs-"):
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				_ = os.Remove(p)
+			}
+		case strings.HasPrefix(name, "initramfs-") && p != current:
+			if removeUnlocked(p) {
+				gone = append(gone, name)
+			}
+		}
+	}
+	if len(gone) > 0 {
+		log.Info("removed initramfs files of other airlock builds", "dir", stateDir, "files", gone)
+	}
 }
 
 func hashFile(h io.Writer, p string) error {
