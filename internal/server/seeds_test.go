@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/compat"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/driver/drivertest"
 	"github.com/airlockrun/airlock/internal/manager"
@@ -258,7 +259,7 @@ func TestCompatStatus(t *testing.T) {
 		api.StatusProvisioning: "provisioning", api.StatusReady: "ready", api.StatusRunning: "running", api.StatusPaused: "running",
 		api.StatusCompleted: "destroyed", api.StatusFailed: "error", api.StatusTerminated: "destroyed",
 	} {
-		if got := compatStatus(from); got != to {
+		if got := compat.Status(from); got != to {
 			t.Errorf("%s: %s, want %s", from, got, to)
 		}
 	}
@@ -271,7 +272,7 @@ func TestCompatRunRequest(t *testing.T) {
 		want    float64
 		field   string
 	}{{0, 30, ""}, {1, 1, ""}, {600, 600, ""}, {601, 0, "timeout"}, {-1, 0, "timeout"}} {
-		req, err := compatRunRequest(api.CompatRunRequest{Code: "print(1)", Timeout: c.timeout})
+		req, err := compat.RunRequest(api.CompatRunRequest{Code: "print(1)", Timeout: c.timeout})
 		if c.field != "" {
 			mustFieldError(t, err)
 			continue

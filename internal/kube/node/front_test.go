@@ -30,6 +30,18 @@ func TestFrontRoute(t *testing.T) {
 		{"no tenant", "GET", "/airlock/api/v1/sandboxes/" + id, "", http.StatusBadRequest},
 		{"a create", "POST", "/airlock/api/v1/sandboxes", "a", http.StatusNotFound},
 		{"another route", "GET", "/airlock/api/v1/keys", "a", http.StatusNotFound},
+		{"a fork (sandboxes without Pods)", "POST", "/airlock/api/v1/sandboxes/" + id + "/fork", "a", http.StatusNotFound},
+		{"snapshots", "GET", "/airlock/api/v1/snapshots", "a", http.StatusTeapot},
+		{"a snapshot", "GET", "/airlock/api/v1/snapshots/snap_0123456789abcdef0123", "a", http.StatusTeapot},
+		{"a snapshot's delete", "DELETE", "/airlock/api/v1/snapshots/snap_0123456789abcdef0123", "a", http.StatusTeapot},
+		{"a snapshot's restore elsewhere", "POST", "/airlock/api/v1/snapshots/snap_0123456789abcdef0123", "a", http.StatusNotFound},
+		{"events", "GET", "/airlock/api/v1/events", "a", http.StatusTeapot},
+		{"capabilities", "GET", "/airlock/api/v1/capabilities", "a", http.StatusTeapot},
+		{"templates", "GET", "/airlock/api/v1/templates", "a", http.StatusTeapot},
+		{"pools", "GET", "/airlock/api/v1/pools", "a", http.StatusNotFound},
+		{"seed 002 run", "POST", "/airlock/api/sandbox/" + id + "/run", "a", http.StatusTeapot},
+		{"seed 002 run poll", "GET", "/airlock/api/sandbox/" + id + "/run/exec_0123456789abcdef0123", "a", http.StatusTeapot},
+		{"seed 002 create", "POST", "/airlock/api/sandbox/create", "a", http.StatusNotFound},
 		{"not an ID", "GET", "/airlock/api/v1/sandboxes/sbx_x/../../keys", "a", http.StatusNotFound},
 	}
 	for _, tc := range tests {
