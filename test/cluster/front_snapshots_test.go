@@ -17,6 +17,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
+	"github.com/airlockrun/airlock/internal/testutil"
 )
 
 // frontRaw calls the front API with key and answers the status and the decoded body (nil when
@@ -125,15 +126,7 @@ func TestFrontSeed002(t *testing.T) {
 		t.Errorf("run print(6*7): %d %s", status, raw)
 	}
 	// The seed's filesystem: data read-only, output writable, /etc out of reach.
-	probe := `import os
-def w(p):
-    try:
-        open(p, "w").write("x")
-        return "rw"
-    except OSError:
-        return "ro"
-print(w("/workspace/output/f"), w("/workspace/data/f"), os.access("/etc", os.R_OK))`
-	pb, _ := json.Marshal(map[string]string{"code": probe})
+	pb, _ := json.Marshal(map[string]string{"code": testutil.Seed002FilesystemProbe})
 	if status, r, raw := frontRaw(t, keyA, "POST", "/api/sandbox/"+id+"/run", string(pb)); status != http.StatusOK || at(r, "result.stdout") != "rw ro False\n" {
 		t.Errorf("the seed's filesystem: %d %s", status, raw)
 	}

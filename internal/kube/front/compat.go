@@ -2,6 +2,7 @@ package front
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/airlockrun/airlock/api"
@@ -63,7 +64,7 @@ func (f *Front) compatDelete(w http.ResponseWriter, r *http.Request, c caller) (
 		return nil, http.StatusNoContent, f.removePod(r.Context(), p)
 	}
 	err = f.nodeDo(r.Context(), p.Spec.NodeName, c.tenant, http.MethodDelete, "/api/v1/sandboxes/"+p.Annotations[kubeapi.AnnotationSandbox], nil, nil)
-	if _, ok := err.(*conflict); ok {
+	if _, ok := errors.AsType[*conflict](err); ok {
 		err = nil // ended already
 	}
 	return nil, http.StatusNoContent, err

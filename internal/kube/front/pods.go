@@ -304,32 +304,35 @@ func writeErrorAs(w http.ResponseWriter, err error, bare bool) {
 	writeBody(w, status, body)
 }
 
+// statuses are the error kinds' HTTP statuses and codes, both ways: the front's errors to its
+// answers (errorStatus), a node's answers back to kinds (nodeError).
+var statuses = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidArgument},
+	{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
+	{errdefs.ErrPermissionDenied, http.StatusForbidden, api.CodeForbidden},
+	{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
+	{errdefs.ErrConflict, http.StatusConflict, api.CodeConflict},
+	{errdefs.ErrQuota, http.StatusTooManyRequests, api.CodeQuotaExceeded},
+	{errdefs.ErrUnavailable, http.StatusUnprocessableEntity, api.CodeIsolationUnavailable},
+	{errdefs.ErrServiceUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
+	{errdefs.ErrNotImplemented, http.StatusNotImplemented, api.CodeNotImplemented},
+}
+
 // errorStatus is err's HTTP status and the API's error.
 func errorStatus(err error) (int, api.Error) {
 	status, code := http.StatusInternalServerError, api.CodeInternal
 	e := api.Error{Message: err.Error()}
-	var c *conflict
-	for _, m := range []struct {
-		kind   error
-		status int
-		code   string
-	}{
-		{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidArgument},
-		{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
-		{errdefs.ErrPermissionDenied, http.StatusForbidden, api.CodeForbidden},
-		{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
-		{errdefs.ErrConflict, http.StatusConflict, api.CodeConflict},
-		{errdefs.ErrQuota, http.StatusTooManyRequests, api.CodeQuotaExceeded},
-		{errdefs.ErrUnavailable, http.StatusUnprocessableEntity, api.CodeIsolationUnavailable},
-		{errdefs.ErrServiceUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
-		{errdefs.ErrNotImplemented, http.StatusNotImplemented, api.CodeNotImplemented},
-	} {
+	for _, m := range statuses {
 		if errors.Is(err, m.kind) {
 			status, code = m.status, m.code
 			break
 		}
 	}
-	if errors.As(err, &c) {
+	if c, ok := errors.AsType[*conflict](err); ok {
 		status, code, e.Status = http.StatusConflict, api.CodeConflict, c.status
 	}
 	if fe, ok := errors.AsType[*errdefs.FieldError](err); ok {
@@ -342,8 +345,9 @@ func errorStatus(err error) (int, api.Error) {
 	return status, e
 }
 
-// nodeError is the error a node answered with status: its kind (from its code and status),
-// field and message, so that the front answers as the node did.
+// nodeError is the error a node answered with status: its kind, code, field and message, so
+// that the front answers as the node did. What is the node's own trouble (a 5xx, or its refusal
+// of the front's identity) is the front's 503.
 func nodeError(node string, status int, e *api.Error) error {
 	if e == nil {
 		return errdefs.New(errdefs.ErrServiceUnavailable, "node %s answered %d without an error", node, status)
@@ -351,26 +355,17 @@ func nodeError(node string, status int, e *api.Error) error {
 	if e.Status != "" {
 		return &conflict{status: e.Status, msg: e.Message}
 	}
-	kind := errdefs.ErrServiceUnavailable
-	switch status {
-	case http.StatusBadRequest:
-		kind = errdefs.ErrInvalidArgument
-	case http.StatusForbidden:
-		kind = errdefs.ErrPermissionDenied
-	case http.StatusNotFound:
-		kind = errdefs.ErrNotFound
-	case http.StatusConflict:
-		kind = errdefs.ErrConflict
-	case http.StatusTooManyRequests:
-		kind = errdefs.ErrQuota
-	case http.StatusUnprocessableEntity:
-		kind = errdefs.ErrUnavailable
+	fe := &errdefs.FieldError{Field: e.Field, Message: e.Message, Kind: errdefs.ErrServiceUnavailable, Code: e.Code}
+	for _, m := range statuses {
+		if m.status == status && status < 500 && status != http.StatusUnauthorized {
+			fe.Kind = m.kind
+			break
+		}
 	}
-	code := e.Code
-	if code == api.CodeInternal || code == "" {
-		code = "" // the node's trouble is the front's 503
+	if errors.Is(fe.Kind, errdefs.ErrServiceUnavailable) {
+		fe.Code, fe.Message = "", fmt.Sprintf("node %s: %s", node, e.Message)
 	}
-	return &errdefs.FieldError{Field: e.Field, Message: e.Message, Kind: kind, Code: code}
+	return fe
 }
 
 func writeJSON(w http.ResponseWriter, status int, data any) {

@@ -18,6 +18,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
+	"github.com/airlockrun/airlock/internal/query"
 )
 
 // The tenant's reads that span the cluster (docs/kubernetes.md#the-front-api): what the nodes
@@ -228,11 +229,11 @@ func (f *Front) events(w http.ResponseWriter, r *http.Request, c caller) (any, i
 	if r.Header.Get("Last-Event-ID") != "" {
 		return nil, 0, errdefs.Invalid("Last-Event-ID", "the front API does not follow the tenant's events across nodes")
 	}
-	after, err := intQuery(q, "after")
+	after, err := query.Int(q, "after")
 	if err != nil {
 		return nil, 0, err
 	}
-	limit, err := intQuery(q, "limit")
+	limit, err := query.Int(q, "limit")
 	switch {
 	case err != nil:
 		return nil, 0, err
@@ -297,17 +298,4 @@ func mergeEvents(pages []api.EventPage, limit int, after int64) api.EventPage {
 		out.Next = all[n-1].Time.UnixNano()
 	}
 	return out
-}
-
-// intQuery is query parameter name as a non-negative integer (0 when absent).
-func intQuery(q url.Values, name string) (int64, error) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, errdefs.Invalid(name, "must be a non-negative integer (got %q)", v)
-	}
-	return n, nil
 }
