@@ -267,7 +267,7 @@ func (f *Front) get(w http.ResponseWriter, r *http.Request, c caller) (any, int,
 // viewOf is pod's sandbox: its node's answer, or, when the node cannot give it (not placed
 // yet, lost, never made it), what the Pod says.
 func (f *Front) viewOf(ctx context.Context, c caller, p *corev1.Pod) api.Sandbox {
-	if f.reachable(p) {
+	if f.askable(p) {
 		var sb api.Sandbox
 		if err := f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+p.Annotations[kubeapi.AnnotationSandbox], &sb); err == nil {
 			return sb
@@ -314,7 +314,15 @@ func (f *Front) settle(ctx context.Context, p *corev1.Pod) *corev1.Pod {
 }
 
 func (f *Front) reachable(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && !f.isLost(p.Spec.NodeName) && containerID(p) != "" && p.Status.Reason != kubeapi.PodReasonNodeLost
+	return f.askable(p) && containerID(p) != ""
+}
+
+// askable says whether pod's node may be asked for its sandbox: placed, not lost. The node may
+// have made it before its status write, which makes the Pod reachable, comes back through the
+// apiserver (a waiting create answers as soon as the node has it): a read asks the node then
+// too, and takes the Pod's word when the node has none yet.
+func (f *Front) askable(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && !f.isLost(p.Spec.NodeName) && p.Status.Reason != kubeapi.PodReasonNodeLost
 }
 
 func (f *Front) list(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
@@ -324,7 +332,7 @@ func (f *Front) list(w http.ResponseWriter, r *http.Request, c caller) (any, int
 	}
 	byNode := map[string]*corev1.Pod{}
 	for _, p := range pods {
-		if f.reachable(p) {
+		if f.askable(p) {
 			byNode[p.Spec.NodeName] = p
 		}
 	}
