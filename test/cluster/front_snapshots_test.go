@@ -278,9 +278,17 @@ func TestFrontSnapshots(t *testing.T) {
 		}
 	}
 
+	// A proxied answer holding a sandbox names the front in its endpoints, as the client sees it.
+	if got, err := tenantA.Pause(ctx, src.ID); err != nil || !strings.HasPrefix(got.Endpoints.Files, front.API+"/api/v1/sandboxes/"+src.ID) {
+		t.Errorf("pause through the front: endpoints %+v, %v; want the front's", got.Endpoints, err)
+	} else if _, err := tenantA.Resume(ctx, src.ID); err != nil {
+		t.Errorf("resume: %v", err)
+	}
+
 	// In place: the sandbox back to the first snapshot.
-	if res, err := tenantA.Restore(ctx, src.ID, snap.ID); err != nil || res.State != api.StatusReady {
-		t.Errorf("restore in place: %+v, %v", res, err)
+	if res, err := tenantA.Restore(ctx, src.ID, snap.ID); err != nil || res.State != api.StatusReady || res.RestoredFrom != snap.ID ||
+		!strings.HasPrefix(res.Endpoints.Exec, "ws://"+strings.TrimPrefix(front.API, "http://")+"/api/v1/sandboxes/"+src.ID) {
+		t.Errorf("restore in place: %+v, %v (its endpoints name the front)", res, err)
 	} else if got := cat(src.ID); got != "v1" {
 		t.Errorf("after restore in place: %q, want v1", got)
 	}
@@ -301,6 +309,18 @@ func TestFrontSnapshots(t *testing.T) {
 		mine[sb.ID], on[nodeOf(t, sb).Name] = true, true
 	}
 	t.Logf("tenant a's sandboxes are on %d nodes", len(on))
+	for _, id := range made {
+		sb, err := tenantA.Get(ctx, id)
+		if err != nil || nodeOf(t, sb).Name == home {
+			continue
+		}
+		// A sandbox of another node restored in place from the snapshot: the snapshot is not
+		// there; the answer says where it is.
+		if _, err := tenantA.Restore(ctx, id, snap.ID); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), home) {
+			t.Errorf("restore in place on another node than the snapshot's: %v, want a conflict naming node %s", err, home)
+		}
+		break
+	}
 	page, err := tenantA.TenantEvents(ctx, client.EventOptions{Type: "sandbox.", Limit: 10000})
 	if err != nil || len(page.Events) == 0 {
 		t.Fatalf("tenant a's events: %d, %v", len(page.Events), err)
@@ -338,6 +358,9 @@ func TestFrontSnapshots(t *testing.T) {
 	// What the front does not serve: a 501 in the API's error shape.
 	if status, e, raw := frontRaw(t, keyA, "GET", "/api/v1/pools", ""); status != http.StatusNotImplemented || at(e, "error.code") != api.CodeNotImplemented || e["ok"] != false {
 		t.Errorf("GET /api/v1/pools: %d %s, want 501 not_implemented", status, raw)
+	}
+	if _, err := tenantA.Pools(ctx); !errors.Is(err, client.ErrNotImplemented) {
+		t.Errorf("the SDK's Pools through the front: %v, want ErrNotImplemented", err)
 	}
 	if status, _, raw := frontRaw(t, keyA, "GET", "/api/v1/events?follow=true", ""); status != http.StatusNotImplemented {
 		t.Errorf("following the tenant's events: %d %s, want 501", status, raw)

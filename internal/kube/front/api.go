@@ -47,6 +47,7 @@ func (f *Front) Handler() http.Handler {
 	mux.Handle("DELETE /api/v1/sandboxes/{id}", f.auth(f.terminate))
 	mux.Handle("POST /api/v1/sandboxes/{id}/terminate", f.auth(f.terminate))
 	mux.Handle("POST /api/v1/sandboxes/{id}/fork", f.auth(f.fork))
+	mux.Handle("POST /api/v1/sandboxes/{id}/restore", f.auth(f.restore))
 	mux.Handle("/api/v1/sandboxes/{id}/{rest...}", f.auth(f.proxy))
 
 	mux.Handle("GET /api/v1/capabilities", f.auth(f.capabilities))
@@ -433,6 +434,13 @@ func (f *Front) proxy(w http.ResponseWriter, r *http.Request, c caller) (any, in
 			pr.SetURL(base)
 			pr.Out.Header.Del("Authorization") // the tenant's key stays here
 			pr.Out.Header.Set(kubeapi.HeaderTenant, c.tenant)
+			// The node answers as the client sees the front: its endpoints name the front.
+			pr.Out.Host = pr.In.Host
+			scheme := "http"
+			if pr.In.TLS != nil {
+				scheme = "https"
+			}
+			pr.Out.Header.Set(kubeapi.HeaderFrontScheme, scheme)
 		},
 		Transport:     f.nodeRT,
 		FlushInterval: -1, // logs and events stream

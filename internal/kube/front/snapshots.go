@@ -80,6 +80,43 @@ func (f *Front) snapshot(w http.ResponseWriter, r *http.Request, c caller) (any,
 	return out, http.StatusOK, nil
 }
 
+// restore serves an in-place restore: the node's own, as the tenant (the snapshot must be one
+// that node keeps). One kept on another node is a 409 naming snapshotId that says where, and that
+// a sandbox made from it (fromSnapshot) is placed there.
+func (f *Front) restore(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
+	var req api.RestoreRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, 0, errdefs.Invalid("body", "the request body: %v", err)
+	}
+	id := r.PathValue("id")
+	p, err := f.podOf(c, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if p, err = f.onNode(r.Context(), p); err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), snapshotOpFor)
+	defer cancel()
+	var out api.Restore
+	err = f.nodeDo(ctx, p.Spec.NodeName, c.tenant, http.MethodPost, "/api/v1/sandboxes/"+id+"/restore", req, &out)
+	if fe, ok := errors.AsType[*errdefs.FieldError](err); ok && errors.Is(err, errdefs.ErrNotFound) && fe.Field == "snapshotId" && req.SnapshotID != "" {
+		if other, _, ferr := f.findSnapshot(ctx, c, req.SnapshotID, "snapshotId"); ferr == nil && other != p.Spec.NodeName {
+			return nil, 0, &errdefs.FieldError{Field: "snapshotId", Kind: errdefs.ErrConflict, Message: fmt.Sprintf(
+				"snapshot %s is kept on node %s and sandbox %s runs on node %s: a snapshot restores in place only on its own node; "+
+					"make a new sandbox of it (POST /api/v1/sandboxes with fromSnapshot), which the front places on %s",
+				req.SnapshotID, other, id, p.Spec.NodeName, other)}
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	out.Sandbox = f.withEndpoints(r, out.Sandbox)
+	return out, http.StatusOK, nil
+}
+
 // maxForks is a fork's most sandboxes, as on a host.
 const maxForks = 64
 

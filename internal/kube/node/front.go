@@ -68,7 +68,11 @@ func frontRoute(api http.Handler) http.Handler {
 		}
 		r2 := r.Clone(tenant.WithVouched(r.Context(), tenant.Vouched{Tenant: ten, By: "kubernetes-front"}))
 		r2.URL.Path, r2.URL.RawPath = p, ""
+		if r.Header.Get(kubeapi.HeaderFrontScheme) == "http" {
+			r2.TLS = nil // the client reached the front without TLS: its endpoints are http and ws
+		}
 		r2.Header.Del(kubeapi.HeaderTenant)
+		r2.Header.Del(kubeapi.HeaderFrontScheme)
 		r2.Header.Del("Authorization")
 		api.ServeHTTP(w, r2)
 	})

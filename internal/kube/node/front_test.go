@@ -15,7 +15,7 @@ func TestFrontRoute(t *testing.T) {
 	}
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, _ := tenant.VouchedFrom(r.Context())
-		got.path, got.tenant, got.auth, got.header = r.URL.Path, v.Tenant, r.Header.Get("Authorization"), r.Header.Get(kubeapi.HeaderTenant)
+		got.path, got.tenant, got.auth, got.header = r.URL.Path, v.Tenant, r.Header.Get("Authorization"), r.Header.Get(kubeapi.HeaderTenant)+r.Header.Get(kubeapi.HeaderFrontScheme)
 		w.WriteHeader(http.StatusTeapot)
 	})
 	h := frontRoute(api)
@@ -61,6 +61,24 @@ func TestFrontRoute(t *testing.T) {
 			if got.tenant != tc.tenant || got.path != tc.path[len(kubeapi.FrontPrefix):] || got.auth != "" || got.header != "" {
 				t.Errorf("%s: the API saw %+v", tc.name, got)
 			}
+		}
+	}
+}
+
+// TestFrontRouteScheme: the node answers as the front's client sees the front: without TLS
+// when the front was reached by plain HTTP (the endpoints it makes are http and ws).
+func TestFrontRouteScheme(t *testing.T) {
+	for _, scheme := range []string{"http", "https", ""} {
+		var sawTLS bool
+		h := frontRoute(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sawTLS = r.TLS != nil }))
+		r := httptest.NewRequest("GET", "https://node:10250/airlock/api/v1/sandboxes", nil)
+		r.Header.Set(kubeapi.HeaderTenant, "a")
+		if scheme != "" {
+			r.Header.Set(kubeapi.HeaderFrontScheme, scheme)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if want := scheme != "http"; sawTLS != want {
+			t.Errorf("front scheme %q: the API saw TLS %v, want %v", scheme, sawTLS, want)
 		}
 	}
 }
