@@ -237,7 +237,10 @@ func TestFrontSnapshots(t *testing.T) {
 	if ss, err := tenantB.Snapshots(ctx, ""); err != nil || len(ss) != 0 {
 		t.Errorf("tenant b lists %d snapshots (%v), want none", len(ss), err)
 	}
-	if ss, err := tenantA.Snapshots(ctx, ""); err != nil || !slices.ContainsFunc(ss, func(s api.Snapshot) bool { return s.ID == snap.ID }) {
+	t0 := time.Now()
+	ss, err := tenantA.Snapshots(ctx, "")
+	t.Logf("the tenant's snapshots merged over %d nodes: %s", len(nodes), time.Since(t0).Round(time.Millisecond))
+	if err != nil || !slices.ContainsFunc(ss, func(s api.Snapshot) bool { return s.ID == snap.ID }) {
 		t.Errorf("tenant a's snapshots %+v (%v) lack %s", ss, err, snap.ID)
 	}
 	if got, err := tenantA.GetSnapshot(ctx, snap.ID); err != nil || got.SandboxID != src.ID {
@@ -245,7 +248,9 @@ func TestFrontSnapshots(t *testing.T) {
 	}
 
 	// A create from the snapshot lands on its node, with its files.
+	t0 = time.Now()
 	restored := create(tenantA, api.Spec{FromSnapshot: snap.ID, Name: "restored"})
+	t.Logf("a create from the snapshot through the front, ready: %s", time.Since(t0).Round(time.Millisecond))
 	if n := nodeOf(t, restored).Name; n != home || restored.Status != api.StatusReady || restored.FromSnapshot != snap.ID {
 		t.Errorf("the sandbox made from the snapshot: node %s (the snapshot's: %s), %s, fromSnapshot %q", n, home, restored.Status, restored.FromSnapshot)
 	}

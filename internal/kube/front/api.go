@@ -163,10 +163,8 @@ func (f *Front) podOf(c caller, id string) (*corev1.Pod, error) {
 
 func (f *Front) create(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
 	var spec api.Spec
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return nil, 0, errdefs.New(errdefs.ErrInvalidArgument, "the request body: %v", err)
+	if err := decodeBody(w, r, &spec, false); err != nil {
+		return nil, 0, err
 	}
 	wait := false
 	if v := r.URL.Query().Get("wait"); v != "" {
@@ -418,11 +416,8 @@ func (f *Front) removePod(ctx context.Context, p *corev1.Pod) error {
 // proxy passes a call on one sandbox (exec, its WebSocket, files, logs, events, metrics,
 // snapshots, ...) to the node that runs it, as its tenant.
 func (f *Front) proxy(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
-	p, err := f.podOf(c, r.PathValue("id"))
+	_, p, err := f.sandboxOnNode(r, c)
 	if err != nil {
-		return nil, 0, err
-	}
-	if p, err = f.onNode(r.Context(), p); err != nil {
 		return nil, 0, err
 	}
 	base, err := f.nodeURL(p.Spec.NodeName)
@@ -452,6 +447,39 @@ func (f *Front) proxy(w http.ResponseWriter, r *http.Request, c caller) (any, in
 	defer stop()
 	rp.ServeHTTP(w, r.WithContext(ctx))
 	return nil, 0, errWritten
+}
+
+// maxBody bounds a request's JSON body.
+const maxBody = 1 << 20
+
+// decodeBody decodes r's JSON body into v strictly (no unknown field, at most maxBody bytes);
+// with optional an empty body leaves v as it is.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return errdefs.Invalid("body", "cannot read the body (at most %d bytes): %v", maxBody, err)
+	}
+	if optional && len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errdefs.Invalid("body", "the request body: %v", err)
+	}
+	return nil
+}
+
+// sandboxOnNode is the caller's sandbox of r's {id} and its Pod, once on a node that can take a
+// call on it (onNode).
+func (f *Front) sandboxOnNode(r *http.Request, c caller) (string, *corev1.Pod, error) {
+	id := r.PathValue("id")
+	p, err := f.podOf(c, id)
+	if err != nil {
+		return id, nil, err
+	}
+	p, err = f.onNode(r.Context(), p)
+	return id, p, err
 }
 
 // onNode waits while pod's sandbox is being made (settle) and returns its Pod once it is on a

@@ -1,13 +1,11 @@
 package front
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/compat"
-	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -20,10 +18,8 @@ import (
 
 func (f *Front) compatCreate(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
 	var req api.CompatCreateRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, 0, errdefs.Invalid("body", "the request body: %v", err)
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return nil, 0, err
 	}
 	spec, err := compat.Spec(req)
 	if err != nil {

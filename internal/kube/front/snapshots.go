@@ -1,12 +1,9 @@
 package front
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -85,17 +82,11 @@ func (f *Front) snapshot(w http.ResponseWriter, r *http.Request, c caller) (any,
 // a sandbox made from it (fromSnapshot) is placed there.
 func (f *Front) restore(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
 	var req api.RestoreRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, 0, errdefs.Invalid("body", "the request body: %v", err)
-	}
-	id := r.PathValue("id")
-	p, err := f.podOf(c, id)
-	if err != nil {
+	if err := decodeBody(w, r, &req, false); err != nil {
 		return nil, 0, err
 	}
-	if p, err = f.onNode(r.Context(), p); err != nil {
+	id, p, err := f.sandboxOnNode(r, c)
+	if err != nil {
 		return nil, 0, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), snapshotOpFor)
@@ -127,16 +118,8 @@ const maxForks = 64
 // stays.
 func (f *Front) fork(w http.ResponseWriter, r *http.Request, c caller) (any, int, error) {
 	var req api.ForkRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err != nil {
-		return nil, 0, errdefs.Invalid("body", "cannot read the body: %v", err)
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return nil, 0, errdefs.New(errdefs.ErrInvalidArgument, "the request body: %v", err)
-		}
+	if err := decodeBody(w, r, &req, true); err != nil {
+		return nil, 0, err
 	}
 	if req.Count == 0 {
 		req.Count = 1
@@ -144,12 +127,8 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request, c caller) (any, int
 	if req.Count < 1 || req.Count > maxForks {
 		return nil, 0, errdefs.Invalid("count", "between 1 and %d (got %d)", maxForks, req.Count)
 	}
-	id := r.PathValue("id")
-	p, err := f.podOf(c, id)
+	id, p, err := f.sandboxOnNode(r, c)
 	if err != nil {
-		return nil, 0, err
-	}
-	if p, err = f.onNode(r.Context(), p); err != nil {
 		return nil, 0, err
 	}
 	node := p.Spec.NodeName
