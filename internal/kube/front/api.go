@@ -289,28 +289,45 @@ func (f *Front) lostView(p *corev1.Pod) api.Sandbox {
 const settleWait = time.Minute
 
 // settle waits, up to settleWait or ctx, while pod's sandbox is still being made (the Pod
-// pending on no lost node), and returns the Pod as the front last saw it. A call on a sandbox
-// that is provisioning waits for it, as on a host; and a waiting create answers as soon as the
-// node has the sandbox (waitReady asks the node itself), before the node's status write, which
-// makes the Pod reachable here, has come back through the apiserver.
-func (f *Front) settle(ctx context.Context, p *corev1.Pod) *corev1.Pod {
+// pending on no lost node), and returns the Pod as the front last saw it and whether its node
+// has the sandbox. A call on a sandbox that is provisioning waits for it, as on a host; and a
+// waiting create answers as soon as the node has the sandbox (waitReady asks the node itself),
+// before the node's status write, which makes the Pod reachable here, has come back through the
+// apiserver: so once the Pod is bound, the node is asked too (every settleAsk). A node that does
+// not answer ends the wait at once with its error: a call on its sandbox fails fast, rather
+// than waiting until the node is found lost.
+func (f *Front) settle(ctx context.Context, c caller, p *corev1.Pod) (*corev1.Pod, bool, error) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	deadline := time.Now().Add(settleWait)
+	var asked time.Time
 	for p.Status.Phase == corev1.PodPending && !f.reachable(p) && !f.isLost(p.Spec.NodeName) && time.Now().Before(deadline) {
+		if f.askable(p) && time.Since(asked) >= settleAsk {
+			asked = time.Now()
+			var sb api.Sandbox
+			switch err := f.nodeCall(ctx, p, c.tenant, "/api/v1/sandboxes/"+p.Annotations[kubeapi.AnnotationSandbox], &sb); {
+			case err == nil:
+				return p, true, nil
+			case !errors.Is(err, errdefs.ErrNotFound): // the node does not answer
+				return p, false, err
+			}
+		}
 		select {
 		case <-ctx.Done():
-			return p
+			return p, false, ctx.Err()
 		case <-t.C:
 		}
 		q, err := f.pods.Pods(p.Namespace).Get(p.Name)
 		if err != nil || q.UID != p.UID {
-			return p
+			return p, false, nil
 		}
 		p = q
 	}
-	return p
+	return p, f.reachable(p), nil
 }
+
+// settleAsk is how often settle asks a bound Pod's node for its sandbox.
+const settleAsk = 100 * time.Millisecond
 
 func (f *Front) reachable(p *corev1.Pod) bool {
 	return f.askable(p) && containerID(p) != ""
@@ -478,19 +495,22 @@ func (f *Front) sandboxOnNode(r *http.Request, c caller) (string, *corev1.Pod, e
 	if err != nil {
 		return id, nil, err
 	}
-	p, err = f.onNode(r.Context(), p)
+	p, err = f.onNode(r.Context(), c, p)
 	return id, p, err
 }
 
 // onNode waits while pod's sandbox is being made (settle) and returns its Pod once it is on a
-// node that can take a call on it; a lost node's, or one not placed, is a 409 with its status.
-func (f *Front) onNode(ctx context.Context, p *corev1.Pod) (*corev1.Pod, error) {
-	p = f.settle(ctx, p)
+// node that can take a call on it; a lost node's, or one not placed, is a 409 with its status,
+// and one whose node does not answer a 503.
+func (f *Front) onNode(ctx context.Context, c caller, p *corev1.Pod) (*corev1.Pod, error) {
+	p, on, err := f.settle(ctx, c, p)
 	id := p.Annotations[kubeapi.AnnotationSandbox]
-	if f.isLost(p.Spec.NodeName) || p.Status.Reason == kubeapi.PodReasonNodeLost {
+	switch {
+	case f.isLost(p.Spec.NodeName) || p.Status.Reason == kubeapi.PodReasonNodeLost:
 		return nil, &conflict{status: api.StatusFailed, msg: fmt.Sprintf("sandbox %s is failed: its node %s was lost (node_lost)", id, p.Spec.NodeName)}
-	}
-	if !f.reachable(p) {
+	case err != nil:
+		return nil, err
+	case !on:
 		sb := podView(p)
 		return nil, &conflict{status: sb.Status, msg: fmt.Sprintf("sandbox %s is %s: not on a node yet", id, sb.Status)}
 	}

@@ -52,11 +52,13 @@ func (f *Front) compatDelete(w http.ResponseWriter, r *http.Request, c caller) (
 	if err != nil {
 		return nil, 0, err
 	}
-	p = f.settle(r.Context(), p)
-	if sb := f.lostView(p); !sandbox.Live(sb.Status) {
+	p, on, err := f.settle(r.Context(), c, p)
+	switch sb := f.lostView(p); {
+	case !sandbox.Live(sb.Status):
 		return nil, http.StatusNoContent, nil
-	}
-	if !f.reachable(p) {
+	case err != nil:
+		return nil, 0, err // its node does not answer: a 503, until it is back or found lost
+	case !on:
 		return nil, http.StatusNoContent, f.removePod(r.Context(), p)
 	}
 	err = f.nodeDo(r.Context(), p.Spec.NodeName, c.tenant, http.MethodDelete, "/api/v1/sandboxes/"+p.Annotations[kubeapi.AnnotationSandbox], nil, nil)
