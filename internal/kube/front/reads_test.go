@@ -8,6 +8,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
@@ -137,5 +142,58 @@ func TestNodeErrorAndBare(t *testing.T) {
 	}
 	if !errors.Is(nodeError("n", 404, &api.Error{Code: api.CodeNotFound}), errdefs.ErrNotFound) {
 		t.Error("a node's 404 is not a not-found")
+	}
+}
+
+// TestNotServed: the host's routes the front does not serve answer 501 in the API's shape once
+// the key is checked; an unknown route is a 404, in seed 002's shape under /api/sandbox/.
+func TestNotServed(t *testing.T) {
+	keys := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byHash: func(obj any) ([]string, error) {
+		return []string{string(obj.(*corev1.Secret).Data[kubeapi.KeyHash])}, nil
+	}})
+	if err := keys.Add(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: DefaultNamespace},
+		Data: map[string][]byte{kubeapi.KeyHash: []byte(kubeapi.HashKey("key-a")), kubeapi.KeyTenant: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	nss := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := nss.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Labels: map[string]string{kubeapi.LabelTenant: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	f := &Front{keys: keys, nsL: corev1listers.NewNamespaceLister(nss), pods: corev1listers.NewPodLister(pods)}
+	h := f.Handler()
+	tests := []struct {
+		method, path, key string
+		status            int
+		code              string
+		bare              bool
+	}{
+		{"GET", "/api/v1/pools", "key-a", 501, api.CodeNotImplemented, false},
+		{"PUT", "/api/v1/pools/py", "key-a", 501, api.CodeNotImplemented, false},
+		{"POST", "/api/v1/webhooks", "key-a", 501, api.CodeNotImplemented, false},
+		{"GET", "/api/v1/tools/echo", "key-a", 501, api.CodeNotImplemented, false},
+		{"POST", "/mcp", "key-a", 501, api.CodeNotImplemented, false},
+		{"GET", "/api/v1/images/python:3.12", "key-a", 501, api.CodeNotImplemented, false},
+		{"GET", "/api/v1/tenants", "key-a", 501, api.CodeNotImplemented, false},
+		{"GET", "/api/v1/audit/verify", "key-a", 501, api.CodeNotImplemented, false},
+		{"GET", "/api/v1/events?follow=true", "key-a", 501, api.CodeNotImplemented, false},
+		{"GET", "/api/v1/pools", "not-a-key", 401, api.CodeUnauthorized, false},
+		{"GET", "/api/v1/nothing", "key-a", 404, api.CodeNotFound, false},
+		{"GET", "/api/sandbox/sbx_x/nothing", "key-a", 404, api.CodeNotFound, true},
+		{"GET", "/api/sandbox/sbx_0123456789abcdef0123", "key-a", 404, api.CodeNotFound, true},
+		{"POST", "/api/sandbox/create", "not-a-key", 401, api.CodeUnauthorized, true},
+	}
+	for _, tc := range tests {
+		r := httptest.NewRequest(tc.method, tc.path, nil)
+		r.Header.Set("Authorization", "Bearer "+tc.key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var body struct {
+			OK    *bool     `json:"ok"`
+			Error api.Error `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != tc.status || body.Error.Code != tc.code || (body.OK == nil) != tc.bare {
+			t.Errorf("%s %s: %d %s, want %d %s (bare %v)", tc.method, tc.path, w.Code, w.Body, tc.status, tc.code, tc.bare)
+		}
 	}
 }
