@@ -41,6 +41,7 @@ const (
 	CodeQuotaExceeded        = "quota_exceeded"
 	CodeInsufficientStorage  = "insufficient_storage"
 	CodeInternal             = "internal"
+	CodeNotImplemented       = "not_implemented" // a route this server does not serve (the cluster's front API)
 	// 403s that say what was not granted: a secret, a volume or template of the operator's, an
 	// image outside the approved ones.
 	CodeSecretNotGranted   = "secret_not_granted"

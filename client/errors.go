@@ -57,6 +57,7 @@ var (
 	ErrUnavailable          = errors.New("unavailable")           // 422/503: something else the host cannot provide
 	ErrQuotaExceeded        = errors.New("quota exceeded")        // 429: a tenant quota or rate limit
 	ErrInsufficientStorage  = errors.New("insufficient storage")  // 507: the sandbox's disk is full
+	ErrNotImplemented       = errors.New("not implemented")       // 501: a route the server does not serve (a cluster's front API)
 	ErrInternal             = errors.New("internal error")        // 5xx
 )
 
@@ -71,6 +72,7 @@ var sentinelForCode = map[string]error{
 	api.CodeUnavailable:          ErrUnavailable,
 	api.CodeQuotaExceeded:        ErrQuotaExceeded,
 	api.CodeInsufficientStorage:  ErrInsufficientStorage,
+	api.CodeNotImplemented:       ErrNotImplemented,
 	api.CodeInternal:             ErrInternal,
 	// What was not granted is still a 403.
 	api.CodeSecretNotGranted:   ErrForbidden,
@@ -117,6 +119,8 @@ func codeForStatus(status int) string {
 		return api.CodeQuotaExceeded
 	case http.StatusInsufficientStorage:
 		return api.CodeInsufficientStorage
+	case http.StatusNotImplemented:
+		return api.CodeNotImplemented
 	}
 	return api.CodeInternal
 }

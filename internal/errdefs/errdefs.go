@@ -38,6 +38,9 @@ var (
 	// its disk is full or failing — so nothing that must be recorded first can be done (HTTP
 	// 507, like ErrNoSpace, but the daemon's disk, not the sandbox's layer).
 	ErrStoreFull = errors.New("the daemon's store cannot be written")
+	// ErrNotImplemented: a route of the API this server does not serve (HTTP 501: the cluster's
+	// front API, for the host routes it has no equivalent of yet).
+	ErrNotImplemented = errors.New("not implemented")
 )
 
 // FieldError is an ErrInvalidArgument that names the offending input field, so that the API can

@@ -483,6 +483,8 @@ func (m *Manager) fromSnapshot(ctx context.Context, spec sandbox.Spec) (sandbox.
 	}
 	out := from
 	out.Name, out.AgentID, out.Timeout, out.FromSnapshot = spec.Name, spec.AgentID, spec.Timeout, spec.FromSnapshot
+	// The new sandbox's own ID (a Pod's, chosen by the front API), never the snapshot's sandbox's.
+	out.ID = spec.ID
 	out.Environment = maps.Clone(from.Environment)
 	if out.Environment == nil && len(spec.Environment) > 0 {
 		out.Environment = map[string]string{}
@@ -547,6 +549,17 @@ func (m *Manager) Fork(ctx context.Context, id string, req api.ForkRequest) (api
 		return api.Fork{}, fmt.Errorf("fork sandbox %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// ForkNetwork is the network policy a fork of live sandbox id gets (Fork's): the sandbox's own,
+// credentials included. A node gives it to the sandbox of a Pod the front API made as a fork
+// (docs/kubernetes.md#snapshots-restore-and-fork).
+func (m *Manager) ForkNetwork(ctx context.Context, id string) (sandbox.Network, error) {
+	b, err := m.live(ctx, id, "fork")
+	if err != nil {
+		return sandbox.Network{}, err
+	}
+	return b.specNow().Network, nil
 }
 
 // withoutCredentials is spec without its network credentials: their values are secrets that

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/query"
 	"github.com/airlockrun/airlock/internal/store"
 )
 
@@ -54,7 +55,7 @@ func eventFilter(r *http.Request) (store.EventFilter, bool, error) {
 		f.SandboxID = q.Get("sandboxId")
 	}
 	var err error
-	if f.After, err = intParam(q, "after"); err != nil {
+	if f.After, err = query.Int(q, "after"); err != nil {
 		return f, false, err
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
@@ -64,7 +65,7 @@ func eventFilter(r *http.Request) (store.EventFilter, bool, error) {
 		}
 		f.After = max(f.After, n)
 	}
-	limit, err := intParam(q, "limit")
+	limit, err := query.Int(q, "limit")
 	if err != nil {
 		return f, false, err
 	}

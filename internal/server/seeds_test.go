@@ -251,33 +251,3 @@ func TestSeed002Surface(t *testing.T) {
 		t.Errorf("second delete: %d", status)
 	}
 }
-
-// TestCompatStatus: docs/daemon.md#lifecycle's seven statuses as seed 002's five.
-func TestCompatStatus(t *testing.T) {
-	for from, to := range map[string]string{
-		api.StatusProvisioning: "provisioning", api.StatusReady: "ready", api.StatusRunning: "running", api.StatusPaused: "running",
-		api.StatusCompleted: "destroyed", api.StatusFailed: "error", api.StatusTerminated: "destroyed",
-	} {
-		if got := compatStatus(from); got != to {
-			t.Errorf("%s: %s, want %s", from, got, to)
-		}
-	}
-}
-
-// TestCompatRunRequest: the run timeout defaults to 30 s and may be at most 600.
-func TestCompatRunRequest(t *testing.T) {
-	for _, c := range []struct {
-		timeout int64
-		want    float64
-		field   string
-	}{{0, 30, ""}, {1, 1, ""}, {600, 600, ""}, {601, 0, "timeout"}, {-1, 0, "timeout"}} {
-		req, err := compatRunRequest(api.CompatRunRequest{Code: "print(1)", Timeout: c.timeout})
-		if c.field != "" {
-			mustFieldError(t, err)
-			continue
-		}
-		if err != nil || req.Timeout != c.want || strings.Join(req.Command, " ") != "python3 -c print(1)" {
-			t.Errorf("timeout %d: %+v %v", c.timeout, req, err)
-		}
-	}
-}

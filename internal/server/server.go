@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/compat"
 	"github.com/airlockrun/airlock/internal/console"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
@@ -140,7 +141,7 @@ func New(cfg Config, m *manager.Manager, st *store.Store, drivers *driver.Regist
 	s.mux.Handle("GET /ui", ui)
 	s.mux.Handle("GET "+console.Prefix, ui)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeErrorAs(w, nil, errNoRoute(r), strings.HasPrefix(r.URL.Path, compatPrefix))
+		writeErrorAs(w, nil, errNoRoute(r), strings.HasPrefix(r.URL.Path, compat.Prefix))
 	})
 	return s
 }

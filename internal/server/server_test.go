@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/compat"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -104,9 +105,9 @@ func FuzzDecode(f *testing.F) {
 		if err := decodeJSON(body, &req); err != nil {
 			mustFieldError(t, err)
 		}
-		var compat api.CompatCreateRequest
-		if err := decodeJSON(body, &compat); err == nil {
-			if _, err := compatSpec(compat); err != nil {
+		var creq api.CompatCreateRequest
+		if err := decodeJSON(body, &creq); err == nil {
+			if _, err := compat.Spec(creq); err != nil {
 				mustFieldError(t, err)
 			}
 		} else {

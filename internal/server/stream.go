@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +14,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/manager"
+	"github.com/airlockrun/airlock/internal/query"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/websocket"
 )
@@ -161,7 +160,7 @@ func logs(s *Server, w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	since, err := intParam(r.URL.Query(), "since")
+	since, err := query.Int(r.URL.Query(), "since")
 	if err != nil {
 		return nil, err
 	}
@@ -269,17 +268,4 @@ func logsWebSocket(s *Server, w http.ResponseWriter, r *http.Request, id string,
 	})
 	c.Close(websocket.CloseNormal, "end of log")
 	return nil, written
-}
-
-// intParam reads an optional non-negative integer query parameter (0 when absent).
-func intParam(q url.Values, name string) (int64, error) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, errdefs.Invalid(name, "must be a non-negative integer (got %q)", v)
-	}
-	return n, nil
 }

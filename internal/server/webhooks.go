@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/query"
 	"github.com/airlockrun/airlock/internal/tenant"
 	"github.com/airlockrun/airlock/internal/webhook"
 )
@@ -61,7 +62,7 @@ func webhookDeliveries(s *Server, w http.ResponseWriter, r *http.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
-	limit, err := intParam(r.URL.Query(), "limit")
+	limit, err := query.Int(r.URL.Query(), "limit")
 	if err != nil {
 		return nil, err
 	}

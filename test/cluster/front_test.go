@@ -35,6 +35,7 @@ var (
 	front     *cluster.Node
 	// Two tenants of the front, each with its namespace, quota and key.
 	tenantA, tenantB *client.Client
+	keyA, keyB       string
 )
 
 // frontAPI starts the front API (once) and makes tenants a and b.
@@ -49,12 +50,14 @@ func frontAPI(t *testing.T) {
 		for _, x := range []struct {
 			name string
 			c    **client.Client
-		}{{"a", &tenantA}, {"b", &tenantB}} {
+			key  *string
+		}{{"a", &tenantA, &keyA}, {"b", &tenantB, &keyB}} {
 			key, err := kc.AddTenant(ctx, x.name, kubeapi.Quota{MaxSandboxes: 40, MaxMemoryMB: 40 * 256})
 			if err != nil {
 				frontErr = err
 				return
 			}
+			*x.key = key
 			if *x.c, err = client.New(front.API, key); err != nil {
 				frontErr = err
 				return

@@ -3,12 +3,15 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
+	frontapi "github.com/airlockrun/airlock/internal/kube/front"
 	"github.com/airlockrun/airlock/internal/kube/kubeapi"
 )
 
@@ -95,6 +98,23 @@ func TestFrontNodeLost(t *testing.T) {
 	}
 	if list, err := tenantA.List(ctx, client.ListOptions{Status: []string{api.StatusFailed}}); err != nil || len(list) != len(onLost) {
 		t.Errorf("list of failed sandboxes: %d (%v), want the %d of the lost node", len(list), err, len(onLost))
+	}
+	// The tenant-wide reads merged over the nodes answer without the lost one, and say so.
+	for _, path := range []string{"/api/v1/snapshots", "/api/v1/capabilities", "/api/v1/events?limit=10"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, front.API+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		t0 := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if missing := resp.Header.Get(frontapi.HeaderMissing); resp.StatusCode != http.StatusOK || !strings.Contains(missing, lostNode.Name+" (lost)") || time.Since(t0) > 5*time.Second {
+			t.Errorf("GET %s with node %s lost: %d, %s %q after %s; want 200 naming it", path, lostNode.Name, resp.StatusCode, frontapi.HeaderMissing, missing, time.Since(t0))
+		}
 	}
 
 	// New sandboxes go to the other nodes, and the others still work.

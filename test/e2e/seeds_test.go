@@ -19,6 +19,7 @@ import (
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/client"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
+	"github.com/airlockrun/airlock/internal/testutil"
 	"github.com/airlockrun/airlock/internal/websocket"
 )
 
@@ -481,15 +482,7 @@ func TestSeed002Golden(t *testing.T) {
 	}
 	// The filesystem lists are paths inside the sandbox: data read-only, output writable, /etc
 	// out of reach.
-	probe := `import os
-def w(p):
-    try:
-        open(p, "w").write("x")
-        return "rw"
-    except OSError:
-        return "ro"
-print(w("/workspace/output/f"), w("/workspace/data/f"), os.access("/etc", os.R_OK))`
-	if r := run("filesystem", fmt.Sprintf(`{"code": %q}`, probe), http.StatusOK); field(r, "result.stdout") != "rw ro False\n" {
+	if r := run("filesystem", fmt.Sprintf(`{"code": %q}`, testutil.Seed002FilesystemProbe), http.StatusOK); field(r, "result.stdout") != "rw ro False\n" {
 		t.Errorf("filesystem: %v", r)
 	}
 	r := run("async", `{"code": "import time; time.sleep(1); print('late')", "async": true}`, http.StatusAccepted)

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +136,54 @@ func podFor(ns, id string, spec api.Spec, avoid []string) (*corev1.Pod, error) {
 	return pod, nil
 }
 
+// startsAgent says whether the node starts pod's agent at create: a container's command, or an
+// image (its entrypoint), unless the Pod restores a snapshot.
+func startsAgent(p *corev1.Pod) bool {
+	c := p.Spec.Containers[0]
+	if p.Annotations[kubeapi.AnnotationFromSnapshot] != "" {
+		return false
+	}
+	return len(c.Command) > 0 || !strings.HasPrefix(c.Image, kubeapi.TemplateImagePrefix)
+}
+
+// snapshotPod is the Pod of sandbox id of namespace ns restored from snapshot sn, which node
+// holds; src is the record of the sandbox sn was taken of. The Pod has src's level, root and
+// limits unless spec gives them (the node then checks they are the snapshot's, as a host's
+// create does), carries the snapshot's ID for the node (and forkOf, the sandbox it forks, when
+// it is a fork), and is placed on node only: by node affinity, so that the scheduler still
+// counts the node's capacity (a full node leaves it unschedulable, never over-committed).
+func snapshotPod(ns, id string, spec api.Spec, node string, sn api.Snapshot, src api.Sandbox, forkOf string) (*corev1.Pod, error) {
+	request, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	s := spec
+	s.FromSnapshot = ""
+	s.Isolation, s.Runtime = cmp.Or(s.Isolation, sn.Isolation), cmp.Or(s.Runtime, sn.Runtime)
+	if s.Image == "" && s.Template == "" {
+		s.Image, s.Template = src.Image, src.Template
+	}
+	r := &s.Resources
+	// cpu and memory as the Pod counts them (a memory the Pod left out would be the front's
+	// default, not the snapshot's); the rest a node fills in with the snapshot's.
+	r.CPU, r.MemoryMB = cmp.Or(r.CPU, src.Resources.CPU), cmp.Or(r.MemoryMB, src.Resources.MemoryMB)
+	pod, err := podFor(ns, id, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	pod.Annotations[kubeapi.AnnotationRequest] = string(request)
+	pod.Annotations[kubeapi.AnnotationFromSnapshot] = sn.ID
+	if forkOf != "" {
+		pod.Annotations[kubeapi.AnnotationForkOf] = forkOf
+	}
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}},
+	}}
+	return pod, nil
+}
+
 // networkEmpty reports whether n says nothing (every field its zero).
 func networkEmpty(n api.Network) bool {
 	b, _ := json.Marshal(n)
@@ -242,41 +291,94 @@ func (c *conflict) Error() string { return c.msg }
 
 // writeError maps err to its status and the error envelope: the one place the front's errors
 // become HTTP statuses.
-func writeError(w http.ResponseWriter, err error) {
+func writeError(w http.ResponseWriter, err error) { writeErrorAs(w, err, false) }
+
+// writeErrorAs is writeError; bare writes seed 002's error body, {"error": {...}}, instead of
+// the envelope.
+func writeErrorAs(w http.ResponseWriter, err error, bare bool) {
+	status, e := errorStatus(err)
+	var body any = api.Response[any]{Error: &e}
+	if bare {
+		body = api.CompatError{Error: e}
+	}
+	writeBody(w, status, body)
+}
+
+// statuses are the error kinds' HTTP statuses and codes, both ways: the front's errors to its
+// answers (errorStatus), a node's answers back to kinds (nodeError).
+var statuses = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidArgument},
+	{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
+	{errdefs.ErrPermissionDenied, http.StatusForbidden, api.CodeForbidden},
+	{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
+	{errdefs.ErrConflict, http.StatusConflict, api.CodeConflict},
+	{errdefs.ErrQuota, http.StatusTooManyRequests, api.CodeQuotaExceeded},
+	{errdefs.ErrUnavailable, http.StatusUnprocessableEntity, api.CodeIsolationUnavailable},
+	{errdefs.ErrServiceUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
+	{errdefs.ErrNotImplemented, http.StatusNotImplemented, api.CodeNotImplemented},
+}
+
+// errorStatus is err's HTTP status and the API's error.
+func errorStatus(err error) (int, api.Error) {
 	status, code := http.StatusInternalServerError, api.CodeInternal
 	e := api.Error{Message: err.Error()}
-	var c *conflict
-	for _, m := range []struct {
-		kind   error
-		status int
-		code   string
-	}{
-		{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidArgument},
-		{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
-		{errdefs.ErrPermissionDenied, http.StatusForbidden, api.CodeForbidden},
-		{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
-		{errdefs.ErrConflict, http.StatusConflict, api.CodeConflict},
-		{errdefs.ErrQuota, http.StatusTooManyRequests, api.CodeQuotaExceeded},
-		{errdefs.ErrUnavailable, http.StatusUnprocessableEntity, api.CodeIsolationUnavailable},
-		{errdefs.ErrServiceUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
-	} {
+	for _, m := range statuses {
 		if errors.Is(err, m.kind) {
 			status, code = m.status, m.code
 			break
 		}
 	}
-	if errors.As(err, &c) {
+	if c, ok := errors.AsType[*conflict](err); ok {
 		status, code, e.Status = http.StatusConflict, api.CodeConflict, c.status
 	}
 	if fe, ok := errors.AsType[*errdefs.FieldError](err); ok {
-		e.Field = fe.Field
+		e.Field, e.Message = fe.Field, fe.Message
+		if fe.Code != "" {
+			code = fe.Code
+		}
 	}
 	e.Code = code
-	writeBody(w, status, api.Response[any]{Error: &e})
+	return status, e
+}
+
+// nodeError is the error a node answered with status: its kind, code, field and message, so
+// that the front answers as the node did. What is the node's own trouble (a 5xx, or its refusal
+// of the front's identity) is the front's 503.
+func nodeError(node string, status int, e *api.Error) error {
+	if e == nil {
+		return errdefs.New(errdefs.ErrServiceUnavailable, "node %s answered %d without an error", node, status)
+	}
+	if e.Status != "" {
+		return &conflict{status: e.Status, msg: e.Message}
+	}
+	fe := &errdefs.FieldError{Field: e.Field, Message: e.Message, Kind: errdefs.ErrServiceUnavailable, Code: e.Code}
+	for _, m := range statuses {
+		if m.status == status && status < 500 && status != http.StatusUnauthorized {
+			fe.Kind = m.kind
+			break
+		}
+	}
+	if errors.Is(fe.Kind, errdefs.ErrServiceUnavailable) {
+		fe.Code, fe.Message = "", fmt.Sprintf("node %s: %s", node, e.Message)
+	}
+	return fe
 }
 
 func writeJSON(w http.ResponseWriter, status int, data any) {
 	writeBody(w, status, api.Response[any]{OK: true, Data: data})
+}
+
+// writeBare writes v as it is, without the envelope: seed 002's answers; a 204 has no body.
+func writeBare(w http.ResponseWriter, status int, v any) {
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	writeBody(w, status, v)
 }
 
 func writeBody(w http.ResponseWriter, status int, body any) {

@@ -41,6 +41,11 @@ const (
 	// tenant HeaderTenant names.
 	FrontPrefix  = "/airlock"
 	HeaderTenant = "Airlock-Tenant"
+	// HeaderFrontScheme is the scheme (http or https) the front's client reached it by; the
+	// Host header is the front's: a node makes the endpoints of its answers (a sandbox's exec,
+	// logs, files and metrics URLs) and its same-origin check with them, as the client sees the
+	// front.
+	HeaderFrontScheme = "Airlock-Front-Scheme"
 
 	// FrontRole names the ClusterRole of the front's identity; FrontGroup is the group a local
 	// cluster's front certificate carries, bound to it.

@@ -36,6 +36,13 @@ const (
 	// front API chooses it, so that it can answer a create at once; a node makes one otherwise.
 	AnnotationSandbox = "airlock.dev/sandbox-id"
 
+	// AnnotationFromSnapshot names the snapshot (snap_...) a Pod's sandbox is restored from:
+	// one of its tenant's, on the node the Pod is pinned to (the front API pins it there).
+	// AnnotationForkOf names the live sandbox it is a fork of: its network policy, credentials
+	// included, is the new one's, as a fork's on a host.
+	AnnotationFromSnapshot = "airlock.dev/from-snapshot"
+	AnnotationForkOf       = "airlock.dev/fork-of"
+
 	// TemplateImagePrefix + NAME as a container's image names the operator's root filesystem
 	// template NAME instead of an OCI image: airlock.dev/template/host is the host template.
 	TemplateImagePrefix = "airlock.dev/template/"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,9 +16,37 @@ import (
 	"github.com/airlockrun/airlock/internal/tenant"
 )
 
-// frontPath is what the front API may call on a node: one sandbox's routes, and the list.
-// Creates go through Pods (and the scheduler), never straight to a node.
-var frontPath = regexp.MustCompile(`^/api/v1/sandboxes(/sbx_[0-9a-f]{20}(/.*)?)?$`)
+// frontRoutes are what the front API may call on a node: one sandbox's routes (but its fork,
+// which would make sandboxes without Pods: the front forks through Pods), the tenant's lists
+// and reads (sandboxes, snapshots, events, capabilities, templates), one snapshot, and seed
+// 002's run of a sandbox. Creates go through Pods (and the scheduler), never straight to a node.
+var frontRoutes = []struct {
+	methods string // the methods allowed, space-separated; "" any
+	path    *regexp.Regexp
+}{
+	{"", regexp.MustCompile(`^/api/v1/sandboxes/` + idRE + `(/.*)?$`)},
+	{"GET", regexp.MustCompile(`^/api/v1/(sandboxes|snapshots|events|capabilities|templates)$`)},
+	{"GET DELETE", regexp.MustCompile(`^/api/v1/snapshots/snap_[0-9a-f]{20}$`)},
+	{"POST", regexp.MustCompile(`^/api/sandbox/` + idRE + `/run$`)},
+	{"GET", regexp.MustCompile(`^/api/sandbox/` + idRE + `/run/exec_[0-9a-f]{20}$`)},
+}
+
+const idRE = `sbx_[0-9a-f]{20}`
+
+var forkPath = regexp.MustCompile(`^/api/v1/sandboxes/` + idRE + `/fork$`)
+
+// frontAllows says whether the front may call method path on a node.
+func frontAllows(method, path string) bool {
+	if forkPath.MatchString(path) {
+		return false
+	}
+	for _, r := range frontRoutes {
+		if r.path.MatchString(path) && (r.methods == "" || slices.Contains(strings.Fields(r.methods), method)) {
+			return true
+		}
+	}
+	return false
+}
 
 // frontRoute serves the daemon's API (api) to the front API under kubeapi.FrontPrefix on the
 // kubelet port, where the virtual kubelet's authentication (a client certificate of the
@@ -33,13 +62,17 @@ func frontRoute(api http.Handler) http.Handler {
 		case ten == "":
 			http.Error(w, "the front API names the tenant it acts for in "+kubeapi.HeaderTenant, http.StatusBadRequest)
 			return
-		case !frontPath.MatchString(p) || (p == "/api/v1/sandboxes" && r.Method != http.MethodGet):
+		case !frontAllows(r.Method, p):
 			http.Error(w, fmt.Sprintf("%s %s is not a route of the front API on a node", r.Method, p), http.StatusNotFound)
 			return
 		}
 		r2 := r.Clone(tenant.WithVouched(r.Context(), tenant.Vouched{Tenant: ten, By: "kubernetes-front"}))
 		r2.URL.Path, r2.URL.RawPath = p, ""
+		if r.Header.Get(kubeapi.HeaderFrontScheme) == "http" {
+			r2.TLS = nil // the client reached the front without TLS: its endpoints are http and ws
+		}
 		r2.Header.Del(kubeapi.HeaderTenant)
+		r2.Header.Del(kubeapi.HeaderFrontScheme)
 		r2.Header.Del("Authorization")
 		api.ServeHTTP(w, r2)
 	})

@@ -15,7 +15,7 @@ func TestFrontRoute(t *testing.T) {
 	}
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, _ := tenant.VouchedFrom(r.Context())
-		got.path, got.tenant, got.auth, got.header = r.URL.Path, v.Tenant, r.Header.Get("Authorization"), r.Header.Get(kubeapi.HeaderTenant)
+		got.path, got.tenant, got.auth, got.header = r.URL.Path, v.Tenant, r.Header.Get("Authorization"), r.Header.Get(kubeapi.HeaderTenant)+r.Header.Get(kubeapi.HeaderFrontScheme)
 		w.WriteHeader(http.StatusTeapot)
 	})
 	h := frontRoute(api)
@@ -30,6 +30,18 @@ func TestFrontRoute(t *testing.T) {
 		{"no tenant", "GET", "/airlock/api/v1/sandboxes/" + id, "", http.StatusBadRequest},
 		{"a create", "POST", "/airlock/api/v1/sandboxes", "a", http.StatusNotFound},
 		{"another route", "GET", "/airlock/api/v1/keys", "a", http.StatusNotFound},
+		{"a fork (sandboxes without Pods)", "POST", "/airlock/api/v1/sandboxes/" + id + "/fork", "a", http.StatusNotFound},
+		{"snapshots", "GET", "/airlock/api/v1/snapshots", "a", http.StatusTeapot},
+		{"a snapshot", "GET", "/airlock/api/v1/snapshots/snap_0123456789abcdef0123", "a", http.StatusTeapot},
+		{"a snapshot's delete", "DELETE", "/airlock/api/v1/snapshots/snap_0123456789abcdef0123", "a", http.StatusTeapot},
+		{"a snapshot's restore elsewhere", "POST", "/airlock/api/v1/snapshots/snap_0123456789abcdef0123", "a", http.StatusNotFound},
+		{"events", "GET", "/airlock/api/v1/events", "a", http.StatusTeapot},
+		{"capabilities", "GET", "/airlock/api/v1/capabilities", "a", http.StatusTeapot},
+		{"templates", "GET", "/airlock/api/v1/templates", "a", http.StatusTeapot},
+		{"pools", "GET", "/airlock/api/v1/pools", "a", http.StatusNotFound},
+		{"seed 002 run", "POST", "/airlock/api/sandbox/" + id + "/run", "a", http.StatusTeapot},
+		{"seed 002 run poll", "GET", "/airlock/api/sandbox/" + id + "/run/exec_0123456789abcdef0123", "a", http.StatusTeapot},
+		{"seed 002 create", "POST", "/airlock/api/sandbox/create", "a", http.StatusNotFound},
 		{"not an ID", "GET", "/airlock/api/v1/sandboxes/sbx_x/../../keys", "a", http.StatusNotFound},
 	}
 	for _, tc := range tests {
@@ -49,6 +61,24 @@ func TestFrontRoute(t *testing.T) {
 			if got.tenant != tc.tenant || got.path != tc.path[len(kubeapi.FrontPrefix):] || got.auth != "" || got.header != "" {
 				t.Errorf("%s: the API saw %+v", tc.name, got)
 			}
+		}
+	}
+}
+
+// TestFrontRouteScheme: the node answers as the front's client sees the front: without TLS
+// when the front was reached by plain HTTP (the endpoints it makes are http and ws).
+func TestFrontRouteScheme(t *testing.T) {
+	for _, scheme := range []string{"http", "https", ""} {
+		var sawTLS bool
+		h := frontRoute(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sawTLS = r.TLS != nil }))
+		r := httptest.NewRequest("GET", "https://node:10250/airlock/api/v1/sandboxes", nil)
+		r.Header.Set(kubeapi.HeaderTenant, "a")
+		if scheme != "" {
+			r.Header.Set(kubeapi.HeaderFrontScheme, scheme)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if want := scheme != "http"; sawTLS != want {
+			t.Errorf("front scheme %q: the API saw TLS %v, want %v", scheme, sawTLS, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,8 @@ const (
 	MetaUID       = "kubernetes.uid"
 	MetaNode      = "kubernetes.node"
 )
+
+var snapshotID = regexp.MustCompile(`^snap_[0-9a-f]{20}$`)
 
 // PodError is why a Pod cannot become a sandbox: the Pod fails with Reason and Message.
 type PodError struct {
@@ -118,6 +121,15 @@ func SpecOf(pod *corev1.Pod, node string) (sandbox.Spec, error) {
 			return spec, podErr("InvalidAnnotation", "annotation %s: %q is not a sandbox ID (sbx_ and 20 hex digits)", kubeapi.AnnotationSandbox, id)
 		}
 		spec.ID = id
+	}
+	if snap, ok := pod.Annotations[kubeapi.AnnotationFromSnapshot]; ok {
+		if !snapshotID.MatchString(snap) {
+			return spec, podErr("InvalidAnnotation", "annotation %s: %q is not a snapshot ID (snap_ and 20 hex digits)", kubeapi.AnnotationFromSnapshot, snap)
+		}
+		spec.FromSnapshot = snap
+	}
+	if of, ok := pod.Annotations[kubeapi.AnnotationForkOf]; ok && (!kubeapi.ValidSandboxID(of) || spec.FromSnapshot == "") {
+		return spec, podErr("InvalidAnnotation", "annotation %s: %q must be a sandbox ID, beside annotation %s", kubeapi.AnnotationForkOf, of, kubeapi.AnnotationFromSnapshot)
 	}
 	md := map[string]string{}
 	maps.Copy(md, spec.Metadata)

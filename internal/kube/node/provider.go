@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlockrun/airlock/api"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/kube/kubeapi"
 	"github.com/airlockrun/airlock/internal/manager"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/store"
@@ -145,6 +146,15 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	tctx := tenant.With(ctx, ten)
+	if of := pod.Annotations[kubeapi.AnnotationForkOf]; of != "" {
+		// A fork's network policy is its parent's, credentials included (Manager.Fork's).
+		n, err := p.m.ForkNetwork(tctx, of)
+		if err != nil {
+			p.fail(st, podErr("ForkSourceGone", "the sandbox %s this Pod forks: %v", of, err))
+			return nil
+		}
+		spec.Network = n
+	}
 	sb, err := p.m.Create(tctx, spec)
 	if err != nil {
 		p.fail(st, createErr(err))
@@ -157,7 +167,9 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if ignored := IgnoredOf(pod); len(ignored) > 0 && p.events != nil {
 		p.events.Eventf(pod, corev1.EventTypeNormal, ReasonIgnored, "sandbox %s does without: %s", sb.ID, strings.Join(ignored, "; "))
 	}
-	if spec.Agent != nil || spec.Image != "" {
+	// A Pod's container starts with it; a sandbox restored from a snapshot is as the snapshot's
+	// was (its agent is started only through the API, as on a host).
+	if spec.FromSnapshot == "" && (spec.Agent != nil || spec.Image != "") {
 		if _, err := p.m.Start(tctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrConflict) {
 			p.log.Warn("start a Pod's agent", "pod", k, "sandbox", sb.ID, "err", err)
 		}
