@@ -80,6 +80,11 @@ class IsolationUnavailableError(UnavailableError):
     """422 ``isolation_unavailable``: this host lacks the isolation level asked for."""
 
 
+class NotServedError(UnavailableError):
+    """501 ``not_implemented``: a route this server does not serve (the cluster's front API
+    serves no pools, webhooks or tools, for one)."""
+
+
 class QuotaExceededError(AirlockError):
     """429: a tenant quota or its request rate; ``retry_after`` says when to try again."""
 
@@ -119,6 +124,7 @@ _BY_CODE: Dict[str, Type[AirlockError]] = {
     "tool_not_allowed": ForbiddenError,
     "invalid_arguments": InvalidArgumentError,
     "rate_limited": QuotaExceededError,
+    "not_implemented": NotServedError,
 }
 
 _CODE_FOR_STATUS = {
@@ -130,6 +136,7 @@ _CODE_FOR_STATUS = {
     413: "payload_too_large",
     422: "unavailable",
     429: "quota_exceeded",
+    501: "not_implemented",
     502: "unavailable",
     503: "unavailable",
     504: "unavailable",

@@ -144,6 +144,8 @@ def _errors(req: Request) -> Answer:
         return Answer(502, {"Content-Type": "text/html"}, b"<html>upstream down</html>")
     if "busy" in req.target:
         return Answer(429, {"Retry-After": "3"}, b'{"ok":false,"error":{"code":"quota_exceeded","message":"slow down"}}')
+    if req.target.startswith("/api/v1/pools"):
+        return Answer(501, {}, b'{"ok":false,"error":{"code":"not_implemented","message":"the front API serves no pools"}}')
     if req.target.startswith("/api/sandbox/"):
         return Answer(409, {}, b'{"error":{"code":"conflict","message":"ended","status":"destroyed"}}')
     return Answer(400, {}, b'{"ok":false,"error":{"code":"invalid_argument","message":"resources.memoryMb: too big","field":"resources.memoryMb"}}')
@@ -234,7 +236,9 @@ class Transport(unittest.TestCase):
         assert str(e) == "400 invalid_argument: resources.memoryMb: too big"
         e = await _raises(c.compat.get("sbx_1"), airlock.ConflictError)
         assert (e.status, e.sandbox_status) == (409, "destroyed")
-        assert len(srv.requests) == 4
+        e = await _raises(c.pools.list(), airlock.NotServedError)
+        assert (e.status, e.code) == (501, "not_implemented") and isinstance(e, airlock.UnavailableError)
+        assert len(srv.requests) == 5
 
     @both(_dropping_logs)
     async def test_logs_follow_resumes_without_duplicates(c: Any, srv: FakeServer) -> None:

@@ -25,7 +25,8 @@ export type ErrorCode =
   | "insufficient_storage"
   | "tool_not_allowed"
   | "invalid_arguments"
-  | "rate_limited";
+  | "rate_limited"
+  | "not_implemented";
 
 /** What an AirlockError is made of. */
 export interface AirlockErrorInit {
@@ -117,6 +118,8 @@ export function codeForStatus(status: number): ErrorCode {
       return "quota_exceeded";
     case 507:
       return "insufficient_storage";
+    case 501:
+      return "not_implemented";
   }
   return "internal";
 }
@@ -141,6 +144,7 @@ const statusOfCode: Record<ErrorCode, number> = {
   tool_not_allowed: 403,
   invalid_arguments: 400,
   rate_limited: 429,
+  not_implemented: 501,
 };
 
 /**

@@ -101,6 +101,8 @@ export function offlineSuite(): void {
         fail(429, { code: "quota_exceeded", message: "slow down" }, { "Retry-After": "3" }),
         new Response(JSON.stringify({ error: { code: "invalid_argument", message: "bad", field: "config.resources.memory" } }), { status: 400 }),
         new Response("<html>bad gateway</html>", { status: 502 }),
+        fail(501, { code: "not_implemented", message: "the front API serves no pools" }),
+        new Response("", { status: 501 }),
       ]);
       await assert.rejects(client.sandboxes.exec("s", { command: "true" }), (e: unknown) => {
         assert.ok(e instanceof AirlockError);
@@ -110,6 +112,8 @@ export function offlineSuite(): void {
       await assert.rejects(client.sandboxes.list(), { status: 429, code: "quota_exceeded", retryAfter: 3 });
       await assert.rejects(client.compat.create({}), { status: 400, code: "invalid_argument", field: "config.resources.memory" });
       await assert.rejects(client.health(), { name: "AirlockError", status: 502, code: "unavailable", message: "<html>bad gateway</html>" });
+      await assert.rejects(client.pools.list(), { status: 501, code: "not_implemented" });
+      await assert.rejects(client.health(), { status: 501, code: "not_implemented" });
     });
 
     it("a transport failure is an AirlockConnectionError; an abort is the signal's reason", async () => {
