@@ -107,10 +107,12 @@ func LayerOf(t *testing.T, sb driver.Sandbox) driver.Layer {
 	return layer
 }
 
-// ScanLayer scans layer.
+// ScanLayer scans layer, as the manager does (Layer.Scan).
 func ScanLayer(t *testing.T, layer driver.Layer) fsdiff.Tree {
 	t.Helper()
-	tr, err := fsdiff.Scan(layer.Dir, layer.Layout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tr, err := layer.Scan(ctx)
 	if err != nil {
 		t.Fatalf("scan %s: %v", layer.Dir, err)
 	}
