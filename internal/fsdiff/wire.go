@@ -58,7 +58,8 @@ func WriteTree(w io.Writer, t Tree) error {
 	}
 	slices.Sort(paths)
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString(treeMagic)
+	// A bufio.Writer keeps its first error, which Flush returns.
+	_, _ = bw.WriteString(treeMagic)
 	left := maxTreeBytes - len(treeMagic) - trailerBytes
 	partial, n := t.Partial, 0
 	var rec [1 + binary.MaxVarintLen64 + entryBytes]byte
@@ -76,17 +77,17 @@ func WriteTree(w io.Writer, t Tree) error {
 		n++
 		rec[0] = recEntry
 		k := 1 + binary.PutUvarint(rec[1:], uint64(len(p)))
-		bw.Write(rec[:k])
-		bw.WriteString(p)
-		bw.Write(putEntry(rec[:0], t.Entries[p]))
+		_, _ = bw.Write(rec[:k])
+		_, _ = bw.WriteString(p)
+		_, _ = bw.Write(putEntry(rec[:0], t.Entries[p]))
 	}
 	rec[0], rec[1] = recEnd, 0
 	if partial {
 		rec[1] = 1
 	}
 	k := 2 + binary.PutUvarint(rec[2:], uint64(n))
-	bw.Write(rec[:k])
-	return bw.Flush() // a bufio.Writer keeps the first error
+	_, _ = bw.Write(rec[:k])
+	return bw.Flush()
 }
 
 func uvarintLen(v uint64) int {
@@ -124,7 +125,7 @@ func ReadTree(r io.Reader) (Tree, error) {
 		return Tree{}, fmt.Errorf("%w: %s", ErrBadTree, fmt.Sprintf(format, a...))
 	}
 	short := func(what string, err error) (Tree, error) {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return bad("it ends early, in %s", what)
 		}
 		return Tree{}, fmt.Errorf("read a tree: %s: %w", what, err)
@@ -158,7 +159,7 @@ func ReadTree(r io.Reader) (Tree, error) {
 			if flags&^1 != 0 || n != uint64(len(t.Entries)) {
 				return bad("its trailer says %d entries (flags %#x), it has %d", n, flags, len(t.Entries))
 			}
-			if _, err := br.ReadByte(); err != io.EOF {
+			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 				if err != nil {
 					return short("its end", err)
 				}
