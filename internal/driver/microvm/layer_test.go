@@ -3,7 +3,6 @@ package microvm_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,60 +14,37 @@ import (
 	"github.com/airlockrun/airlock/internal/driver/microvm"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/fsdiff"
-	"github.com/airlockrun/airlock/internal/image"
 	"github.com/airlockrun/airlock/internal/image/imagetest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
-// TestLayerChangesOverImage is the container level's case of the same name on a VM: the guest
-// agent scans the disk, and the host compares the trees over the image's layers, which the VM
-// keeps leased. A file an exec wrote is created, an image file edited (copied up) modified, one
-// removed (a whiteout) deleted, a directory removed and made again (opaque) hides what the image
-// had in it, which is deleted. A paused VM's scan is a conflict until it resumes.
+// TestLayerChangesOverImage is the container level's case of the same name on a VM
+// (drivertest.ExpectImageChanges): the guest agent scans the disk, and the host compares the
+// trees over the image's layers, which the VM keeps leased until it is destroyed. A paused VM's
+// scan is a conflict until it resumes.
 func TestLayerChangesOverImage(t *testing.T) {
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	host := imagetest.Registry(t)
-	files := imagetest.Layer(t,
-		imagetest.Dir("workspace/", 0o755), imagetest.File("workspace/edit", "image", 0o666),
-		imagetest.File("workspace/gone", "image", 0o644), imagetest.File("workspace/keep", "image", 0o644),
-		imagetest.Dir("workspace/dir/", 0o777), imagetest.File("workspace/dir/a", "a", 0o644),
-		imagetest.File("workspace/dir/b", "b", 0o644))
-	ref := imagetest.PushLayers(t, host, "test/files:vm", v1.Config{Env: []string{"PATH=/bin"}},
-		imagetest.TreeLayer(t, imagetest.Busybox(t)), files)
-	store, err := image.Open(filepath.Join(t.TempDir(), "images"), image.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Pull(context.Background(), ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	ref := imagetest.PushLayers(t, imagetest.Registry(t), "test/files:vm", v1.Config{Env: []string{"PATH=/bin"}},
+		imagetest.TreeLayer(t, imagetest.Busybox(t)), drivertest.ImageChangesLayer(t))
+	store := pulled(t, ref)
 	d := newDriver(t, func(c *microvm.Config) { c.Images = store })
 	t0 := time.Now()
 	t.Cleanup(func() { removeNewImages(d, t0) })
 	h := &drivertest.Harness{D: d}
 	sb := h.New(t, sandbox.Spec{Image: ref, User: sandbox.UserRoot})
 	layer := drivertest.LayerOf(t, sb)
-	if len(layer.Lowers) != 2 || layer.Dir != "" || layer.Scanner == nil {
-		t.Fatalf("layer %+v: want the guest's scans over the image's two layers", layer)
+	if layer.Dir != "" || layer.Scanner == nil {
+		t.Fatalf("layer %+v: want the guest's scans", layer)
 	}
 	// The layers stay leased while the VM runs: the image removed, they are not collected.
 	if c, err := store.Remove(ref); err != nil || c.Layers != 0 || c.InUse != 2 {
 		t.Fatalf("remove the image with the VM running: %+v, %v; want its two layers in use", c, err)
 	}
-	before := drivertest.ScanLayer(t, layer)
-	res := drivertest.Exec(t, sb, 30*time.Second, "echo edited > /workspace/edit && rm /workspace/gone && "+
-		"rm -r /workspace/dir && mkdir /workspace/dir && echo n > /workspace/new && cat /workspace/keep")
-	if res.ExitCode != 0 || res.Stdout != "image" {
-		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
-	}
-	after := drivertest.ScanLayer(t, layer)
-	drivertest.ExpectChanges(t, fsdiff.CompareOver(before, after, layer.Lowers),
-		[]string{"/workspace/new"}, []string{"/workspace/dir", "/workspace/edit"},
-		[]string{"/workspace/dir/a", "/workspace/dir/b", "/workspace/gone"})
+	after := drivertest.ExpectImageChanges(t, sb, layer, 30*time.Second)
 	// The guest's own files (init's mount points, the lost+found of its ext4) are not the
 	// sandbox's: only paths the sandbox sees.
 	for p := range after.Entries {
-		if p == "/lost+found" || slices.Contains([]string{"/oldroot", "/work"}, p) {
+		if slices.Contains([]string{"/lost+found", "/oldroot", "/work"}, p) {
 			t.Errorf("the scan holds %s", p)
 		}
 	}
