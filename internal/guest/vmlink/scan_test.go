@@ -151,7 +151,8 @@ func TestScanLayer(t *testing.T) {
 // guest) does not have it queue on the host: the stream is cut at the window, the peer told to
 // stop, and what follows dropped.
 func TestStreamOverrun(t *testing.T) {
-	_, initEnd := pair(t)
+	hostSide, initEnd := pair(t)
+	defer hostSide.Close()
 	hs, gs := streamPair(t)
 	defer gs.Close()
 	h, err := NewHost(hs, initEnd)
