@@ -71,9 +71,10 @@ func TestExecThroughLink(t *testing.T) {
 		t.Fatalf("call: %+v %v", st, err)
 	}
 
-	// The fake init.
+	// The fake init. It stays until the test ends: init gone ends the link, and with it what
+	// the exec's streams still had to send.
+	defer initSide.Close()
 	go func() {
-		defer initSide.Close()
 		fd := int(initSide.Fd())
 		buf := make([]byte, 1<<16)
 		oob := make([]byte, unix.CmsgSpace(4*3))
