@@ -17,28 +17,6 @@ import (
 	"github.com/airlockrun/airlock/internal/fsdiff"
 )
 
-// linked is a host and a guest agent over a socket pair, the agent answering calls with handle.
-func linked(t *testing.T, handle func(g *Guest, kind string, body json.RawMessage) (any, error)) *Host {
-	t.Helper()
-	hostSide, initEnd := pair(t)
-	t.Cleanup(func() { hostSide.Close() })
-	agentEnd, initSide := pair(t)
-	t.Cleanup(func() { initSide.Close() })
-	hs, gs := streamPair(t)
-	h, err := NewHost(hs, initEnd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	g, err := NewGuest(gs, agentEnd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Handle = func(kind string, body json.RawMessage) (any, error) { return handle(g, kind, body) }
-	go g.Run()
-	return h
-}
-
 // streamed answers a LayerScan with what write writes to its stream; done gets write's error.
 func streamed(write func(w io.Writer) error, done chan<- error) func(g *Guest, kind string, body json.RawMessage) (any, error) {
 	return func(g *Guest, kind string, body json.RawMessage) (any, error) {
