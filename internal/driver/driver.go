@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/fsdiff"
 	"github.com/airlockrun/airlock/internal/sandbox"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
@@ -175,17 +176,18 @@ type Snapshotter interface {
 	SavesMemory() bool
 }
 
-// Layerer is a sandbox whose writable layer the host can read, for the files an exec changed
-// (audit: internal/fsdiff scans the layer before and after).
+// Layerer is a sandbox whose writable layer can be scanned, for the files an exec changed
+// (audit: internal/fsdiff scans the layer before and after, Layer.Scan).
 type Layerer interface {
-	// Layer says where the host reads the sandbox's writable layer; it stays valid until Destroy.
-	// It fails with errdefs.ErrUnavailable, saying why, where the level cannot read the layer, and
+	// Layer says how the sandbox's writable layer is scanned; it stays valid until Destroy.
+	// It fails with errdefs.ErrUnavailable, saying why, where the level cannot scan the layer, and
 	// with errdefs.ErrConflict while the sandbox cannot hand it over (paused before it ever did).
 	Layer(ctx context.Context) (Layer, error)
 }
 
-// Layer is a sandbox's writable layer as the host reads it, live: a scan sees writes as they
-// happen.
+// Layer is a sandbox's writable layer as the host scans it, live: a scan sees writes as they
+// happen. The host reads it (Dir), or, where only the sandbox's own kernel can (a VM's disk),
+// has it scanned there (Scanner); either way the scans are compared on the host, over Lowers.
 type Layer struct {
 	// Dir holds the layer; Layout names its top-level entries and the sandbox paths they are
 	// seen at.
@@ -195,6 +197,19 @@ type Layer struct {
 	// rootfs directory), top first, as the host reads them, seen at the sandbox's root; none for
 	// a sandbox on the host's template.
 	Lowers []string
+	// Scanner, when set, scans the layer instead of the host reading Dir (which is then ""): a
+	// tree of Layout's sandbox paths, made where the layer is and refused unless it is one
+	// (fsdiff.ReadTree). It fails with errdefs.ErrConflict while the sandbox cannot answer
+	// (paused).
+	Scanner func(ctx context.Context) (fsdiff.Tree, error)
+}
+
+// Scan scans the layer: fsdiff.Scan of Dir, or the level's Scanner.
+func (l Layer) Scan(ctx context.Context) (fsdiff.Tree, error) {
+	if l.Scanner != nil {
+		return l.Scanner(ctx)
+	}
+	return fsdiff.Scan(l.Dir, l.Layout)
 }
 
 // Restorer is a level that can start a sandbox from a snapshot: Create, with the writable layer

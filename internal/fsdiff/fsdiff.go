@@ -7,6 +7,9 @@
 // by side; CompareOver also reads the image's layers beneath an overlay, so that a copied-up image
 // file counts as modified rather than created and the image's files a whiteout or an opaque
 // directory hides count as deleted.
+// Where only the sandbox's own kernel can read the layer (a VM's disk), the scan is made there and
+// crosses to the host in a wire form (WriteTree, ReadTree), which the host reads within bounds and
+// refuses unless it is a scan's tree; the comparison is the host's, as everywhere.
 //
 // Its cost: one statx per entry and one open, getdents and listxattr per directory, no file is
 // ever opened or read (about a microsecond per entry on tmpfs; see BenchmarkScan), and a map entry

@@ -75,7 +75,7 @@ func (m *Manager) scanBefore(ctx context.Context, b *box, sb driver.Sandbox) boo
 		s.layer = &lay
 	}
 	if s.last == nil && s.idle == nil {
-		t, err := fsdiff.Scan(s.layer.Dir, s.layer.Layout)
+		t, err := scanLayer(ctx, *s.layer)
 		if err != nil {
 			m.log.Warn("scan the writable layer", "sandbox", b.id, "err", err)
 			return false
@@ -83,6 +83,17 @@ func (m *Manager) scanBefore(ctx context.Context, b *box, sb driver.Sandbox) boo
 		s.last = &t
 	}
 	return true
+}
+
+// scanTimeout bounds one scan: a level whose sandbox scans its own layer (a VM's guest agent)
+// answers within it or the scan is dropped, and the next exec scans afresh before it runs.
+const scanTimeout = time.Minute
+
+// scanLayer scans layer, within scanTimeout.
+func scanLayer(ctx context.Context, layer driver.Layer) (fsdiff.Tree, error) {
+	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
+	defer cancel()
+	return layer.Scan(ctx)
 }
 
 // queueScan asks for a scan of b's layer after job, made in the background in order.
@@ -115,7 +126,7 @@ func (m *Manager) scanLoop(b *box) {
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
 
-		after, err := fsdiff.Scan(layer.Dir, layer.Layout)
+		after, err := scanLayer(context.Background(), layer)
 		done := time.Now()
 		s.mu.Lock()
 		current := gen == s.gen
@@ -127,7 +138,10 @@ func (m *Manager) scanLoop(b *box) {
 		}
 		s.mu.Unlock()
 		if err != nil || !current || before == nil {
-			if err != nil {
+			if errors.Is(err, fsdiff.ErrBadTree) {
+				// A tree the sandbox's own kernel made, refused: a broken or hostile guest.
+				m.log.Warn("scan the writable layer", "sandbox", b.id, "exec", job.execID, "err", err)
+			} else if err != nil {
 				m.log.Info("scan the writable layer", "sandbox", b.id, "exec", job.execID, "err", err)
 			}
 			continue

@@ -364,6 +364,11 @@ func (m *Manager) freeze(ctx context.Context, id, op, to, reason string, do func
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	if to == api.StatusPaused {
+		// The scans of the execs that answered are made first: a paused sandbox may not answer
+		// one (a VM's layer is scanned by its guest).
+		b.waitScans(ctx, 5*time.Second)
+	}
 	return b.freeze(ctx, op, to, reason, do)
 }
 

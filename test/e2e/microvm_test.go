@@ -78,9 +78,15 @@ func TestMicroVMLevel(t *testing.T) {
 		}
 	}
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	if got := strings.TrimSpace(shOK(t, c, sb.ID, "uname -r; echo kept > /workspace/f")); got == strings.TrimSpace(string(host)) {
+	res, err := c.Exec(bg(), sb.ID, api.ExecRequest{Command: api.Shell("uname -r; echo kept > /workspace/f")})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	if got := strings.TrimSpace(res.Stdout); got == strings.TrimSpace(string(host)) {
 		t.Fatalf("the VM runs the host's kernel %s", got)
 	}
+	// The files it changed, from the guest agent's scans of the disk.
+	expectCreated(t, c, sb.ID, api.EventExecFiles, res.ExecutionID, "/workspace/f")
 	snap, err := c.Snapshot(bg(), sb.ID, api.SnapshotRequest{})
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
@@ -102,6 +108,7 @@ func TestMicroVMLevel(t *testing.T) {
 	if got := shOK(t, c, sb.ID, "cat /workspace/up.txt"); got != "uploaded" {
 		t.Fatalf("uploaded file in the VM: %q", got)
 	}
+	expectCreated(t, c, sb.ID, api.EventFilesChanged, "", "/workspace/up.txt")
 	rc, err := c.ReadFile(bg(), sb.ID, "/workspace/f")
 	if err != nil {
 		t.Fatalf("download: %v", err)
@@ -161,6 +168,12 @@ echo kept > /workspace/f; sleep 0.5`)
 	if got := shOK(t, c, sb.ID, "cat /workspace/f"); got != "kept" {
 		t.Fatalf("a file after the restart: %q", got)
 	}
+	// The adopted VM's scans go on.
+	res, err = c.Exec(bg(), sb.ID, api.ExecRequest{Command: api.Shell("echo new > /workspace/g")})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	expectCreated(t, c, sb.ID, api.EventExecFiles, res.ExecutionID, "/workspace/g")
 	if _, err := c.Terminate(bg(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +181,22 @@ echo kept > /workspace/f; sleep 0.5`)
 	if err := d.stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// expectCreated fails t unless sandbox id has an event of type typ (of exec, when not "") that
+// lists path as created.
+func expectCreated(t *testing.T, c *client.Client, id, typ, exec, path string) {
+	t.Helper()
+	page, err := c.Events(bg(), id, client.EventOptions{Type: typ, ExecutionID: exec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Events {
+		if slices.Contains(strs(e.Data["created"]), path) {
+			return
+		}
+	}
+	t.Fatalf("no %s event (exec %q) lists %s as created: %+v", typ, exec, path, page.Events)
 }
 
 func waitNoMicroVMLeaks(t *testing.T, dataDir string) {

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/fsdiff"
+	"github.com/airlockrun/airlock/internal/image/imagetest"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -107,10 +110,12 @@ func LayerOf(t *testing.T, sb driver.Sandbox) driver.Layer {
 	return layer
 }
 
-// ScanLayer scans layer.
+// ScanLayer scans layer, as the manager does (Layer.Scan).
 func ScanLayer(t *testing.T, layer driver.Layer) fsdiff.Tree {
 	t.Helper()
-	tr, err := fsdiff.Scan(layer.Dir, layer.Layout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tr, err := layer.Scan(ctx)
 	if err != nil {
 		t.Fatalf("scan %s: %v", layer.Dir, err)
 	}
@@ -129,4 +134,39 @@ func ExpectChanges(t *testing.T, c fsdiff.Changes, created, modified, deleted []
 		t.Fatalf("changes: created %q, modified %q, deleted %q (truncated %v, partial %v); want created %q, modified %q, deleted %q",
 			c.Created, c.Modified, c.Deleted, c.Truncated, c.Partial, created, modified, deleted)
 	}
+}
+
+// ImageChangesLayer is an image layer of files in /workspace, for ExpectImageChanges: an image
+// of it over a shell's (imagetest.Busybox) is what that case runs in. Owned by the host's root,
+// which no level maps: writable by mode (the container level's image root is read-only but for
+// the writable directories, /workspace among them).
+func ImageChangesLayer(t testing.TB) v1.Layer {
+	return imagetest.Layer(t,
+		imagetest.Dir("workspace/", 0o755), imagetest.File("workspace/edit", "image", 0o666),
+		imagetest.File("workspace/gone", "image", 0o644), imagetest.File("workspace/keep", "image", 0o644),
+		imagetest.Dir("workspace/dir/", 0o777), imagetest.File("workspace/dir/a", "a", 0o644),
+		imagetest.File("workspace/dir/b", "b", 0o644))
+}
+
+// ExpectImageChanges: in sb, made from an image whose top layer is ImageChangesLayer, the files
+// an exec changed are told over the image's layers (layer, sb's): an image file edited (copied
+// up) is modified, one removed (a whiteout) deleted, a directory removed and made again (opaque)
+// hides what the image had in it, which is deleted, and a file written is created. It returns
+// the scan after the exec.
+func ExpectImageChanges(t *testing.T, sb driver.Sandbox, layer driver.Layer, timeout time.Duration) fsdiff.Tree {
+	t.Helper()
+	if len(layer.Lowers) != 2 {
+		t.Fatalf("lowers %q: want the image's two layers", layer.Lowers)
+	}
+	before := ScanLayer(t, layer)
+	res := Exec(t, sb, timeout, "echo edited > /workspace/edit && rm /workspace/gone && "+
+		"rm -r /workspace/dir && mkdir /workspace/dir && echo n > /workspace/new && cat /workspace/keep")
+	if res.ExitCode != 0 || res.Stdout != "image" {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	after := ScanLayer(t, layer)
+	ExpectChanges(t, fsdiff.CompareOver(before, after, layer.Lowers),
+		[]string{"/workspace/new"}, []string{"/workspace/dir", "/workspace/edit"},
+		[]string{"/workspace/dir/a", "/workspace/dir/b", "/workspace/gone"})
+	return after
 }

@@ -27,14 +27,7 @@ func TestRootImages(t *testing.T) {
 	host := imagetest.Registry(t)
 	ref := imagetest.PushLayers(t, host, "test/busybox:vm", v1.Config{Env: []string{"PATH=/bin", "FOO=bar"}},
 		imagetest.TreeLayer(t, tpl), imagetest.Layer(t, imagetest.File("bin/.wh.false", "", 0o644), imagetest.File("etc/motd", "hello\n", 0o644)))
-	store, err := image.Open(filepath.Join(t.TempDir(), "images"), image.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Pull(context.Background(), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	d := newDriver(t, func(c *microvm.Config) { c.Images = store })
+	d := newDriver(t, func(c *microvm.Config) { c.Images = pulled(t, ref) })
 	t0 := time.Now()
 	t.Cleanup(func() { removeNewImages(d, t0) })
 	cases := []struct {
@@ -90,4 +83,18 @@ func removeNewImages(d *microvm.Driver, t0 time.Time) {
 			os.Remove(img)
 		}
 	}
+}
+
+// pulled is an image store in a temporary directory that holds ref, pulled from the test's
+// registry.
+func pulled(t *testing.T, ref string) *image.Store {
+	t.Helper()
+	store, err := image.Open(filepath.Join(t.TempDir(), "images"), image.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Pull(context.Background(), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

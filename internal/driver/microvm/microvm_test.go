@@ -299,7 +299,6 @@ func TestBoot(t *testing.T) {
 var skips = map[string]string{
 	"HostUnprivileged":   "the sandbox's ids are its guest kernel's, which maps them onto nothing of the host's: /proc/self/uid_map is that kernel's identity map. On the host the sandbox is one QEMU process running as the sandbox's own unprivileged uid (TestVMMJailed checks it)",
 	"FileRoot":           "the host does not reach a VM's files (no driver.FileRooter): the guest agent serves the files API (driver.FileServer), which TestBoot/files checks",
-	"LayerChanges":       "the writable layer is the guest's ext4 disk, which the host does not read while the VM runs (its driver.Layerer says ErrUnavailable: no per-exec changes on this level)",
 	"CPUQuota/own clock": "a process's CPU clock in the guest is the guest kernel's own account, which does not see the host throttling the VMM's cgroup; airlock's figure is checked",
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/airlockrun/airlock/internal/cgroups"
 	"github.com/airlockrun/airlock/internal/driver"
 	"github.com/airlockrun/airlock/internal/errdefs"
+	"github.com/airlockrun/airlock/internal/fsdiff"
 	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/guest/host"
 	"github.com/airlockrun/airlock/internal/guest/vm"
@@ -57,6 +58,11 @@ type vmInst struct {
 	pids    int64
 	plan    *guest.Config
 	tail    string // the console's end, read before the directory goes: what a failed boot said
+	// lowers are the host directories the root's image was made from (an image's layers, an
+	// operator's template), top first: the guest's scans of the layer are compared over them
+	// (Layer). release lets the image's layers be collected again, at teardown.
+	lowers  []string
+	release func()
 }
 
 // console is the VM's console log.
@@ -76,6 +82,9 @@ func (i *vmInst) teardown(context.Context) error {
 	}
 	if i.ram != nil {
 		i.ram.Close()
+	}
+	if i.release != nil {
+		i.release()
 	}
 	return os.RemoveAll(i.dir)
 }
@@ -202,11 +211,12 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	if err != nil {
 		return undo(err)
 	}
+	in.release = release // held to the end: a scan of the layer is compared over them
 	vp, err := d.plan(spec, lowers)
 	if err != nil {
-		release()
 		return undo(err)
 	}
+	in.lowers = vp.Lowers
 	if from != nil {
 		// A cached image collected since is made again here, or the restore refused.
 		if in.images, err = d.restoredImages(ctx, from, vp, dir); err == nil {
@@ -215,7 +225,6 @@ func (d *Driver) start(ctx context.Context, id string, spec sandbox.Spec, bs *bo
 	} else if in.images, err = d.images(ctx, vp); err == nil {
 		in.images, err = lockImages(in.images, func() ([]Image, error) { return d.images(ctx, vp) })
 	}
-	release() // the VM reads its image of the layers, not them
 	if err != nil {
 		return undo(setupErr("root filesystem", err))
 	}
@@ -427,8 +436,8 @@ func consoleTail(path string) string {
 }
 
 // Sandbox is a microvm sandbox: the host side of its init, without what a VM cannot offer (the
-// host does not reach the guest's files: no FileRooter, and a Layerer that says so; the agent
-// serves the files API, driver.FileServer).
+// host does not reach the guest's files: no FileRooter; the agent serves the files API,
+// driver.FileServer, and scans the layer, driver.Layerer).
 type Sandbox struct {
 	hs *host.Sandbox
 	in *vmInst
@@ -484,10 +493,23 @@ func (s *Sandbox) SavesMemory() bool { return s.in.machine }
 // Claim implements driver.Claimer.
 func (s *Sandbox) Claim(ctx context.Context, spec sandbox.Spec) error { return s.hs.Claim(ctx, spec) }
 
-// Layer implements driver.Layerer: the level cannot read the writable layer, and says why (the
-// audit then records no per-exec file changes for the sandbox).
+// Layer implements driver.Layerer. The writable layer is a disk of the guest's own kernel, which
+// the host never mounts (an ext4 image a guest wrote is hostile input to the host's kernel): the
+// guest agent scans it where it is mounted (vmlink.LayerScan) and the host reads the tree within
+// fsdiff's bounds, refusing one no scan makes; the scans are compared on the host over the
+// directories the root's image was made from (none for a VM adopted from another airlock
+// process, whose lease of them is gone: an image file copied up then counts as created). A
+// paused VM cannot answer: its scans fail with ErrConflict until it resumes.
 func (s *Sandbox) Layer(context.Context) (driver.Layer, error) {
-	return driver.Layer{}, fmt.Errorf("the microvm level's writable layer is a disk of the guest's own kernel, which the host never mounts (an ext4 image a guest wrote is hostile input to the host's kernel): the files an exec changed are not recorded: %w", errdefs.ErrUnavailable)
+	return driver.Layer{Layout: guest.LayerLayout, Lowers: s.in.lowers, Scanner: s.in.scanLayer}, nil
+}
+
+// scanLayer has the guest agent scan the writable layer (driver.Layer.Scanner).
+func (i *vmInst) scanLayer(ctx context.Context) (fsdiff.Tree, error) {
+	if i.ks.paused.Load() {
+		return fsdiff.Tree{}, fmt.Errorf("sandbox %s is paused, and its VM scans its layer: resume it first: %w", i.id, errdefs.ErrConflict)
+	}
+	return i.link.ScanLayer(ctx)
 }
 
 // VMMPid is the VMM's pid on the host.

@@ -228,7 +228,7 @@ func run() error {
 		switch kind {
 		case "stats":
 			return stats(p), nil
-		case "layer":
+		case "layer", vmlink.LayerScan:
 			var b vmlink.StreamBody
 			if err := json.Unmarshal(body, &b); err != nil {
 				return nil, err
@@ -236,6 +236,9 @@ func run() error {
 			w, err := link.SendStream(b.Stream)
 			if err != nil {
 				return nil, err
+			}
+			if kind == vmlink.LayerScan {
+				return nil, scanLayer(w, p)
 			}
 			return nil, writeLayer(w, p)
 		}

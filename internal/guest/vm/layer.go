@@ -9,9 +9,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockrun/airlock/internal/fsdiff"
 	"github.com/airlockrun/airlock/internal/guest"
 	"github.com/airlockrun/airlock/internal/snapshot"
 )
+
+// errNoDisk is a call about the writable disk in a VM that has none.
+var errNoDisk = errors.New("this VM has no writable disk")
+
+// scanLayer scans the writable layer (the disk, as init laid it out: guest.LayerLayout) live,
+// as the host scans the other levels' (vmlink.LayerScan), and writes the tree to w; it closes w.
+// The sandbox is not frozen: a scan is the state just after an exec, as on every level.
+func scanLayer(w io.WriteCloser, p params) error {
+	defer w.Close()
+	if _, ok := p.disks[SerialLayer]; !ok {
+		return errNoDisk
+	}
+	t, err := fsdiff.Scan(LayerDir, guest.LayerLayout)
+	if err != nil {
+		return err
+	}
+	return fsdiff.WriteTree(w, t)
+}
 
 // writeLayer writes the writable layer (the disk, as init laid it out: guest.LayerLayout) to w as
 // a snapshot's tar stream, with the sandbox's cgroup frozen meanwhile, so the layer is one
@@ -19,7 +38,7 @@ import (
 func writeLayer(w io.WriteCloser, p params) error {
 	if _, ok := p.disks[SerialLayer]; !ok {
 		w.Close()
-		return errors.New("this VM has no writable disk")
+		return errNoDisk
 	}
 	if err := freeze(true); err != nil {
 		w.Close()

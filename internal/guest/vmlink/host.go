@@ -119,8 +119,13 @@ func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, how int, token
 		unix.Close(fd)
 		return nil, fmt.Errorf("vm link: %w", err)
 	}
-	go h.m.run()
-	go h.readControl()
+	// ctl is closed last, once neither the frame reader (which sends init's packets on it) nor
+	// readControl uses it: a descriptor closed earlier could be another socket of the process's
+	// by then, which a late send or shutdown would reach.
+	var users sync.WaitGroup
+	users.Add(2)
+	go func() { defer users.Done(); h.m.run() }()
+	go func() { defer users.Done(); h.readControl() }()
 	go func() {
 		<-h.m.done
 		// Wakes readControl, and tells the host side of init that init is gone.
@@ -131,6 +136,8 @@ func newHost(link io.ReadWriteCloser, ctl *os.File, first uint32, how int, token
 			delete(h.calls, id)
 		}
 		h.mu.Unlock()
+		users.Wait()
+		unix.Close(h.ctl)
 	}()
 	return h, nil
 }
@@ -403,7 +410,6 @@ func (h *Host) frame(typ byte, id uint32, p []byte) {
 // readControl forwards the host side's packets to the guest, each descriptor as a stream.
 func (h *Host) readControl() {
 	defer h.m.close()
-	defer unix.Close(h.ctl)
 	buf := make([]byte, guest.MaxMessage)
 	oob := make([]byte, unix.CmsgSpace(4*guest.MaxFds))
 	for {

@@ -9,7 +9,9 @@
 // read its stdin, or a host that reads an output slowly, stalls only that stream. On the far
 // side each stream is a new pipe (or a socket pair, for a descriptor used both ways) whose other
 // end takes the descriptor's place in the packet. Besides init's packets the link carries the
-// guest agent's own few calls (Call: its kernel's counters) and its hello once it booted.
+// guest agent's own few calls (Call: its kernel's counters; the files API; a scan of the
+// writable layer, ScanLayer) and its hello once it booted. The guest is not trusted: a stream it
+// sends past its credit is cut, and what a call answers is read within bounds.
 package vmlink
 
 import (

@@ -37,6 +37,28 @@ func streamPair(t *testing.T) (*os.File, *os.File) {
 	return os.NewFile(uintptr(fds[0]), "serial-host"), os.NewFile(uintptr(fds[1]), "serial-guest")
 }
 
+// linked is a host and a guest agent over a socket pair, the agent answering calls with handle.
+func linked(t *testing.T, handle func(g *Guest, kind string, body json.RawMessage) (any, error)) *Host {
+	t.Helper()
+	hostSide, initEnd := pair(t)
+	t.Cleanup(func() { hostSide.Close() })
+	agentEnd, initSide := pair(t)
+	t.Cleanup(func() { initSide.Close() })
+	hs, gs := streamPair(t)
+	h, err := NewHost(hs, initEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	g, err := NewGuest(gs, agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Handle = func(kind string, body json.RawMessage) (any, error) { return handle(g, kind, body) }
+	go g.Run()
+	return h
+}
+
 // TestExecThroughLink sends an exec with its three descriptors across a link to a fake init,
 // which echoes stdin to stdout upper-cased, writes 1 MiB to stderr, and exits: the host sees
 // every byte before the exit, and EOF on both outputs.
@@ -71,9 +93,10 @@ func TestExecThroughLink(t *testing.T) {
 		t.Fatalf("call: %+v %v", st, err)
 	}
 
-	// The fake init.
+	// The fake init. It stays until the test ends: init gone ends the link, and with it what
+	// the exec's streams still had to send.
+	defer initSide.Close()
 	go func() {
-		defer initSide.Close()
 		fd := int(initSide.Fd())
 		buf := make([]byte, 1<<16)
 		oob := make([]byte, unix.CmsgSpace(4*3))
@@ -227,21 +250,7 @@ func TestQuiesce(t *testing.T) {
 // TestUploadAndReader: a call's upload stream reaches the agent whole, or as far as the agent
 // reads it before it answers, without the host stalling; a call's reader gets the agent's stream.
 func TestUploadAndReader(t *testing.T) {
-	hostSide, initEnd := pair(t)
-	defer hostSide.Close()
-	agentEnd, initSide := pair(t)
-	defer initSide.Close()
-	hs, gs := streamPair(t)
-	h, err := NewHost(hs, initEnd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	g, err := NewGuest(gs, agentEnd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Handle = func(kind string, body json.RawMessage) (any, error) {
+	h := linked(t, func(g *Guest, kind string, body json.RawMessage) (any, error) {
 		var sb StreamBody
 		if err := json.Unmarshal(body, &sb); err != nil {
 			return nil, err
@@ -272,8 +281,7 @@ func TestUploadAndReader(t *testing.T) {
 			return "ok", nil
 		}
 		return nil, fmt.Errorf("no call %s", kind)
-	}
-	go g.Run()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	big := strings.Repeat("u", 3<<20) // past the window: credit must flow

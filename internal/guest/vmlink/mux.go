@@ -68,7 +68,9 @@ func (m *mux) run() {
 			case fData:
 				b := getBuf(len(p))
 				copy(*b, p)
-				s.push(b, false)
+				if s.push(b, false) {
+					_ = m.fw.write(fStop, id)
+				}
 			case fEOF:
 				s.push(nil, true)
 			case fStop:
@@ -193,6 +195,8 @@ type stream struct {
 	sendDone bool      // this side sends no more
 	inflight bool      // bytes read from f and not yet sent
 	q        []*[]byte // received, not yet written to f (pooled buffers)
+	queued   int       // the bytes in q: at most Window from a peer that keeps to its credit
+	overrun  bool      // the peer sent past its credit: the stream was cut there
 	eof      bool      // the peer sends no more
 	recvDone bool      // this side writes no more to f
 }
@@ -263,6 +267,7 @@ func (s *stream) recvLoop() {
 		bp := s.q[0]
 		s.q[0] = nil
 		s.q = s.q[1:]
+		s.queued -= len(*bp)
 		s.mu.Unlock()
 		b := *bp
 		if failed {
@@ -314,17 +319,27 @@ func (s *stream) finish(sending bool) {
 	}
 }
 
-func (s *stream) push(b *[]byte, eof bool) {
+// push queues data the peer sent (or its EOF) for recvLoop. A peer that sends past the credit
+// it was given (a broken or hostile guest) would have it queue without bound: the stream is cut
+// there, as if the peer had ended it, and push reports it, for the peer to be told to stop.
+func (s *stream) push(b *[]byte, eof bool) (overrun bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if eof {
+	defer s.cond.Broadcast()
+	switch {
+	case eof:
 		s.eof = true
-	} else if !s.eof {
+	case !s.eof && s.queued+len(*b) > Window:
+		putBuf(b)
+		s.eof, s.overrun = true, true
+		return true
+	case !s.eof:
 		s.q = append(s.q, b)
-	} else {
+		s.queued += len(*b)
+	default:
 		putBuf(b)
 	}
-	s.cond.Broadcast()
+	return false
 }
 
 // bufs are the buffers of received data, from the frame reader to a stream's writer: a stream
