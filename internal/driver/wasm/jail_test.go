@@ -166,7 +166,7 @@ func shmemKB(t *testing.T) int64 {
 
 // TestStoreCharged: the store is the sandbox's, not the daemon's. With memoryMb 128 and diskMb
 // 2048, writing 1.5 GB from the guest fails at the memory limit — a write refused (EIO), not the
-// worker killed — and the host's shared memory grows by no more than that; in Python and in
+// worker killed — the sandbox's own memory having filled up to that limit; in Python and in
 // JavaScript, and the guest can delete its file and go on.
 func TestStoreCharged(t *testing.T) {
 	d, _ := newDriver(t)
@@ -200,15 +200,19 @@ console.log('wrote 1.5 GB');
 			if res.OOMKilled || !hasEvent(res, sandbox.EventLimitMemory) {
 				t.Errorf("want a refused write and limit.memory, not a kill: oomKilled %v, events %+v", res.OOMKilled, res.LimitEvents)
 			}
-			if grown > 128<<10 {
-				t.Errorf("the host's shared memory grew by %d MiB, past the sandbox's 128 MiB", grown>>10)
-			}
 			u, err := sb.Usage(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("usage %+v", u)
 			if u.MemoryBytes > 128<<20 || u.MemoryPeakBytes > 128<<20 || u.DiskUsedBytes > 128<<20 {
 				t.Errorf("usage past the limit: %+v", u)
+			}
+			// The store's pages are the sandbox's: its own cgroup filled up to its limit. The
+			// host's shared memory is the whole host's (a VM's guest RAM is shared memory too, and
+			// other tests' VMs boot beside this one), so it is told, not held against the limit.
+			if u.MemoryPeakBytes < 96<<20 {
+				t.Errorf("the sandbox's memory peaked at %d MiB: the store's pages are not charged to it", u.MemoryPeakBytes>>20)
 			}
 			if res := run(t, sb, 30*time.Second, c.rm...); res.Stdout != "1\n" {
 				t.Errorf("after the fill: %+v", res)
