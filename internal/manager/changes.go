@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,7 +23,10 @@ import (
 // was seen, or (files.changed, no exec) when it came from the files API or a background process
 // between execs. A scan is made just after its exec ended; an exec that started meanwhile is named
 // in the event (concurrentExecutions), since its first changes may be in it. Only the very first
-// scan of a sandbox (or of a restored instance) is made before an exec runs.
+// scan of a sandbox (or of a restored instance) is made before an exec runs. Execs that end
+// while a scan is being made share the next one: their changes are reported together, by the
+// first of them, naming the others (a scan may take seconds where the sandbox makes it itself, a
+// VM under TCG: one scan per exec would keep its vCPU busy scanning).
 type layerScans struct {
 	mu          sync.Mutex // guards everything below
 	layer       *driver.Layer
@@ -122,9 +126,17 @@ func (m *Manager) scanLoop(b *box) {
 			s.mu.Unlock()
 			return
 		}
-		job, layer, before, gen := s.queue[0], *s.layer, s.last, s.gen
-		s.queue = s.queue[1:]
+		// One scan answers every job asked for so far.
+		jobs, layer, before, gen := s.queue, *s.layer, s.last, s.gen
+		s.queue = nil
 		s.mu.Unlock()
+		job := jobs[0]
+		for _, j := range jobs {
+			if j.execID != "" {
+				job = j // the changes go to the first exec of the batch
+				break
+			}
+		}
 
 		after, err := scanLayer(context.Background(), layer)
 		done := time.Now()
@@ -148,17 +160,26 @@ func (m *Manager) scanLoop(b *box) {
 		}
 		ch := fsdiff.CompareOver(*before, after, layer.Lowers)
 		s.mu.Lock()
-		s.rememberLocked(job.execID, ch)
+		for _, j := range jobs {
+			s.rememberLocked(j.execID, ch) // each exec of a batch: the batch's changes
+		}
 		s.mu.Unlock()
 		if ch.Empty() && !ch.Partial {
 			continue
 		}
-		m.recordChanges(b, job, ch, done)
+		var others []string
+		for _, j := range jobs {
+			if j.execID != "" && j.execID != job.execID {
+				others = append(others, j.execID)
+			}
+		}
+		m.recordChanges(b, job, others, ch, done)
 	}
 }
 
-// recordChanges records the changes a scan after job found.
-func (m *Manager) recordChanges(b *box, job scanJob, ch fsdiff.Changes, scanned time.Time) {
+// recordChanges records the changes a scan after job found; others are the execs whose scan it
+// also was (they ended while the scan before it was made).
+func (m *Manager) recordChanges(b *box, job scanJob, others []string, ch fsdiff.Changes, scanned time.Time) {
 	d := map[string]any{"created": ch.Created, "modified": ch.Modified, "deleted": ch.Deleted,
 		"nCreated": ch.NCreated, "nModified": ch.NModified, "nDeleted": ch.NDeleted}
 	if ch.Truncated {
@@ -172,8 +193,16 @@ func (m *Manager) recordChanges(b *box, job scanJob, ch fsdiff.Changes, scanned 
 	if job.execID == "" {
 		e.Type = api.EventFilesChanged
 		e.Message += " between execs (files API or background processes)"
-	} else if ids := b.execsStartedBetween(job.end, scanned); len(ids) > 0 {
-		d["concurrentExecutions"] = ids
+	} else {
+		ids := b.execsStartedBetween(job.end, scanned)
+		for _, id := range others {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			d["concurrentExecutions"] = ids
+		}
 	}
 	m.recordEvent(b, job.tenant, e)
 }

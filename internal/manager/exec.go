@@ -101,6 +101,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, st S
 	}
 	scan := m.scanBefore(ctx, b, sb)
 	res, err := sb.Exec(ectx, dreq)
+	res.ExecutionID = execID // the manager's, whatever the level echoed
 	if err != nil {
 		// The command could not run at all (the sandbox went away under it): say so in the record.
 		res = api.ExecResult{ExecutionID: execID, ExitCode: sandbox.ExitSetupError, Stderr: "airlock: " + err.Error() + "\n", LimitEvents: []api.LimitEvent{}}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockrun/airlock/internal/driver"
+	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
 
@@ -36,6 +37,7 @@ type Fake struct {
 	onDestroy   func(id string)
 	onRestore   func(id string) error
 	onCreate    func(ctx context.Context, id string) error
+	onLayer     func(id string) (driver.Layer, error)
 }
 
 // NewFake returns a fake level with nothing on its host.
@@ -205,6 +207,24 @@ func (f *Fake) OnCreate(hook func(ctx context.Context, id string) error) {
 	f.onCreate = hook
 }
 
+// Files returns the files sandbox id's execs put (nil for no such sandbox).
+func (f *Fake) Files(id string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.live[id]; s != nil {
+		return maps.Clone(s.files)
+	}
+	return nil
+}
+
+// OnLayer makes the sandboxes' writable layers readable: Layer returns what hook says for the
+// sandbox (nil, the default: the level cannot read them, errdefs.ErrUnavailable).
+func (f *Fake) OnLayer(hook func(id string) (driver.Layer, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onLayer = hook
+}
+
 // OnRestore has every Restore call hook with the new instance's id first (nil: none). The hook
 // may block, to hold a restore; an error it returns fails the restore.
 func (f *Fake) OnRestore(hook func(id string) error) {
@@ -230,7 +250,19 @@ var (
 	_ driver.Snapshotter = (*fakeSandbox)(nil)
 	_ driver.Pauser      = (*fakeSandbox)(nil)
 	_ driver.HostFacter  = (*fakeSandbox)(nil)
+	_ driver.Layerer     = (*fakeSandbox)(nil)
 )
+
+// Layer implements driver.Layerer through the level's OnLayer hook.
+func (s *fakeSandbox) Layer(context.Context) (driver.Layer, error) {
+	s.level.mu.Lock()
+	hook := s.level.onLayer
+	s.level.mu.Unlock()
+	if hook == nil {
+		return driver.Layer{}, fmt.Errorf("the fake level reads no layer: %w", errdefs.ErrUnavailable)
+	}
+	return hook(s.id)
+}
 
 func (s *fakeSandbox) ID() string { return s.id }
 
