@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockrun/airlock/api"
+	"github.com/airlockrun/airlock/internal/atomicfile"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/netpolicy"
 )
@@ -359,27 +360,9 @@ func (s *Store) writeIndex(idx *index) error {
 	return writeFileAtomic(filepath.Join(s.dir, "index.json"), b)
 }
 
-// writeFileAtomic writes a temporary file beside path, syncs it and renames it into place.
+// writeFileAtomic writes path (atomicfile), root's alone.
 func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o600)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("image store: write %s: %w", path, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/airlockrun/airlock/api"
@@ -280,6 +282,40 @@ func TestFrontSnapshots(t *testing.T) {
 		if err != nil || p.Annotations[kubeapi.AnnotationFromSnapshot] != fork.Snapshot.ID || p.Annotations[kubeapi.AnnotationForkOf] != src.ID ||
 			p.Spec.Affinity == nil || p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != home {
 			t.Errorf("fork %d's Pod: %v, %v", i, err, p)
+		}
+	}
+
+	// The annotations the front sets act for the Pod's tenant: a Pod made by hand in tenant b's
+	// namespace, naming a's snapshot (and a's sandbox as its fork source), is refused by the node
+	// and gets nothing of a's.
+	model, err := cs.CoreV1().Pods("tenant-a").Get(ctx, "sbx-"+strings.TrimPrefix(fork.Sandboxes[0].ID, "sbx_"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ann := range []map[string]string{
+		{kubeapi.AnnotationFromSnapshot: snap.ID},
+		{kubeapi.AnnotationFromSnapshot: fork.Snapshot.ID, kubeapi.AnnotationForkOf: src.ID},
+	} {
+		hostile := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hostile-%d", i), Namespace: "tenant-b", Annotations: ann}, Spec: *model.Spec.DeepCopy()}
+		hostile.Spec.NodeName = ""
+		if _, err := cs.CoreV1().Pods("tenant-b").Create(ctx, hostile, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("a hand-made Pod in tenant b: %v", err)
+		}
+		t.Cleanup(func() {
+			zero := int64(0)
+			_ = cs.CoreV1().Pods("tenant-b").Delete(context.Background(), hostile.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		})
+		p := waitPod(t, "tenant-b", hostile.Name, time.Minute, "Failed", phaseIs(corev1.PodFailed, corev1.PodRunning, corev1.PodSucceeded))
+		if p.Status.Phase != corev1.PodFailed || !strings.Contains(p.Status.Message, "not found") {
+			t.Errorf("tenant b's Pod naming a's snapshot %v: %s, want refused as not found", ann, podText(p))
+		}
+		t.Logf("tenant b's Pod naming a's %v: %s", ann, podText(p))
+	}
+	if list, err := tenantB.List(ctx, client.ListOptions{}); err == nil {
+		for _, sb := range list {
+			if sb.FromSnapshot != "" {
+				t.Errorf("tenant b has a sandbox from a snapshot: %+v", sb)
+			}
 		}
 	}
 

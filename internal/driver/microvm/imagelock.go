@@ -221,7 +221,7 @@ func (r *rootImages) collect() {
 					gone = append(gone, name)
 				}
 			}
-		case strings.HasPrefix(name, ".tpl-"):
+		case strings.HasPrefix(name, ".tpl-") || strings.HasPrefix(name, ".tmp-.tpl-"):
 			// A template walk's record (rootimage.go), of no use once older than a recheck, or
 			// one a writer that died left half made.
 			if time.Since(fi.ModTime()) > templateRecheck+time.Minute {

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockrun/airlock/internal/atomicfile"
 	"github.com/airlockrun/airlock/internal/errdefs"
 	"github.com/airlockrun/airlock/internal/sandbox"
 )
@@ -311,24 +312,7 @@ func (r *rootImages) recordChecked(mounts []ShareMount, img string, at time.Time
 	if err != nil {
 		return
 	}
-	p := r.recordPath(mounts)
-	tmp, err := os.CreateTemp(r.dir, ".tpl-record-*")
-	if err != nil {
-		return
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
+	_ = atomicfile.WriteFile(r.recordPath(mounts), b, 0o644)
 }
 
 // directory returns the image of directory src (the generated /etc), held as the current one
